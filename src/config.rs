@@ -1,0 +1,328 @@
+//! Configuration: defaults, user `config.toml`, workspace
+//! `.tandem/config.toml`, environment, `initializationOptions`, per-session
+//! overrides — merged in that order, low to high.
+//!
+//! Invariant: layers are merged as JSON values and deserialized once, with
+//! unknown keys refused, so a typo is an error naming the file and the key,
+//! never a silently ignored setting. The API key itself is never stored
+//! here: only the name of the variable that holds it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Which wire format the model server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Openai,
+    Anthropic,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    pub provider: ProviderKind,
+    pub base_url: String,
+    pub name: String,
+    /// Name of the environment variable holding the API key.
+    pub api_key_env: String,
+    pub context_window: u64,
+    /// Output cap per call; 0 lets the server decide (Anthropic: 8192).
+    pub max_output_tokens: u32,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            provider: ProviderKind::Openai,
+            base_url: DEFAULT_BASE_URL.to_string(),
+            name: "qwen2.5-coder".to_string(),
+            api_key_env: "OPENAI_API_KEY".to_string(),
+            context_window: 128_000,
+            max_output_tokens: 0,
+        }
+    }
+}
+
+/// The endpoint used when nothing is configured: a local Ollama.
+pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434/v1";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Model calls per turn.
+    pub max_iterations: u32,
+    /// Whole-turn token budget (input + output + cached); 0 = none.
+    pub max_tokens: u64,
+    pub idle_timeout_secs: f64,
+    pub activity_timeout_secs: f64,
+    /// Wait for the first chunk: this, plus `first_token_secs_per_1k` per
+    /// 1,000 estimated input tokens, capped at `first_token_timeout_cap_secs`.
+    pub first_token_timeout_secs: f64,
+    pub first_token_secs_per_1k: f64,
+    pub first_token_timeout_cap_secs: f64,
+    /// Longest silence between two chunks once streaming.
+    pub chunk_timeout_secs: f64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_iterations: 50,
+            max_tokens: 0,
+            idle_timeout_secs: 300.0,
+            activity_timeout_secs: 1800.0,
+            first_token_timeout_secs: 30.0,
+            first_token_secs_per_1k: 1.0,
+            first_token_timeout_cap_secs: 180.0,
+            chunk_timeout_secs: 30.0,
+        }
+    }
+}
+
+impl LimitsConfig {
+    /// How long to wait for the first chunk of a request of about
+    /// `input_tokens` tokens.
+    pub fn first_token_timeout(&self, input_tokens: u64) -> Duration {
+        let secs = self.first_token_timeout_secs
+            + self.first_token_secs_per_1k * (input_tokens as f64 / 1000.0);
+        secs_to_duration(secs.min(self.first_token_timeout_cap_secs.max(self.first_token_timeout_secs)))
+    }
+
+    pub fn chunk_timeout(&self) -> Duration {
+        secs_to_duration(self.chunk_timeout_secs)
+    }
+}
+
+fn secs_to_duration(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX)
+}
+
+/// How much the agent may do without asking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalMode {
+    ReadOnly,
+    #[default]
+    Review,
+    Auto,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalConfig {
+    pub mode: ApprovalMode,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub model: ModelConfig,
+    pub limits: LimitsConfig,
+    pub approval: ApprovalConfig,
+}
+
+/// A configuration problem, naming where it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("failed to read config at {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config at {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid configuration ({origin}): {message}")]
+    Invalid { origin: String, message: String },
+}
+
+/// The state directory: `$TANDEM_HOME`, else `~/.local/state/tandem`.
+pub fn tandem_home() -> PathBuf {
+    if let Some(home) = std::env::var_os("TANDEM_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(home);
+    }
+    let base = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    base.join(".local/state/tandem")
+}
+
+/// Builds a [`Config`] from layers.
+#[derive(Debug, Clone)]
+pub struct ConfigBuilder {
+    merged: Value,
+}
+
+impl Default for ConfigBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ConfigBuilder {
+    /// Starts from the defaults.
+    pub fn new() -> Self {
+        ConfigBuilder {
+            merged: serde_json::to_value(Config::default()).unwrap_or(Value::Null),
+        }
+    }
+
+    /// Merges a TOML file if it exists. A file that cannot be parsed, or
+    /// holds unknown keys, is an error naming the file.
+    pub fn file(mut self, path: &Path) -> Result<Self, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(self),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        };
+        let table: toml::Value = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let layer = serde_json::to_value(table).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        // Check the layer alone so the error names this file.
+        check_layer(&layer).map_err(|message| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        merge(&mut self.merged, layer);
+        Ok(self)
+    }
+
+    /// Merges a JSON layer (`initializationOptions`, per-session `config`).
+    pub fn json(mut self, origin: &str, layer: &Value) -> Result<Self, ConfigError> {
+        if layer.is_null() {
+            return Ok(self);
+        }
+        check_layer(layer).map_err(|message| ConfigError::Invalid {
+            origin: origin.to_string(),
+            message,
+        })?;
+        merge(&mut self.merged, layer.clone());
+        Ok(self)
+    }
+
+    /// Merges `TANDEM_PROVIDER`, `TANDEM_BASE_URL`, `TANDEM_MODEL`.
+    pub fn env(self) -> Result<Self, ConfigError> {
+        self.env_from(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// [`ConfigBuilder::env`] with an injectable lookup, for tests.
+    pub fn env_from(self, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut model = serde_json::Map::new();
+        for (var, key) in [
+            ("TANDEM_PROVIDER", "provider"),
+            ("TANDEM_BASE_URL", "base_url"),
+            ("TANDEM_MODEL", "name"),
+        ] {
+            if let Some(value) = lookup(var) {
+                model.insert(key.to_string(), Value::String(value));
+            }
+        }
+        if model.is_empty() {
+            return Ok(self);
+        }
+        self.json("environment", &serde_json::json!({ "model": model }))
+    }
+
+    pub fn build(self) -> Result<Config, ConfigError> {
+        serde_json::from_value(self.merged).map_err(|e| ConfigError::Invalid {
+            origin: "merged configuration".to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// The user and workspace files plus the environment: what a daemon
+    /// starts from before the editor sends `initializationOptions`.
+    pub fn standard(home: &Path, workspace_roots: &[PathBuf]) -> Result<Self, ConfigError> {
+        let mut builder = ConfigBuilder::new().file(&home.join("config.toml"))?;
+        for root in workspace_roots {
+            builder = builder.file(&root.join(".tandem/config.toml"))?;
+        }
+        builder.env()
+    }
+}
+
+/// Validates one layer by merging it over the defaults and deserializing.
+fn check_layer(layer: &Value) -> Result<(), String> {
+    let mut probe = serde_json::to_value(Config::default()).unwrap_or(Value::Null);
+    merge(&mut probe, layer.clone());
+    serde_json::from_value::<Config>(probe)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Deep-merges `layer` into `base`: objects merge key by key, anything else
+/// replaces.
+fn merge(base: &mut Value, layer: Value) {
+    match (base, layer) {
+        (Value::Object(base), Value::Object(layer)) => {
+            for (key, value) in layer {
+                merge(base.entry(key).or_insert(Value::Null), value);
+            }
+        }
+        (base, layer) => *base = layer,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_point_at_local_ollama() {
+        let config = ConfigBuilder::new().build().unwrap();
+        assert_eq!(config.model.base_url, "http://127.0.0.1:11434/v1");
+        assert_eq!(config.limits.max_iterations, 50);
+        assert_eq!(config.approval.mode, ApprovalMode::Review);
+    }
+
+    #[test]
+    fn layers_apply_low_to_high() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("config.toml");
+        std::fs::write(&user, "[model]\nname = \"from-file\"\nbase_url = \"http://file\"\n").unwrap();
+        let config = ConfigBuilder::new()
+            .file(&user)
+            .unwrap()
+            .env_from(|v| (v == "TANDEM_MODEL").then(|| "from-env".to_string()))
+            .unwrap()
+            .json("initializationOptions", &json!({"limits": {"max_iterations": 7}}))
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(config.model.name, "from-env");
+        assert_eq!(config.model.base_url, "http://file");
+        assert_eq!(config.limits.max_iterations, 7);
+    }
+
+    #[test]
+    fn unknown_key_names_file_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "[model]\nmodle = \"x\"\n").unwrap();
+        let err = ConfigBuilder::new().file(&path).unwrap_err().to_string();
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        assert!(err.contains("modle"), "{err}");
+    }
+
+    #[test]
+    fn first_token_timeout_grows_with_input_and_is_capped() {
+        let limits = LimitsConfig::default();
+        assert_eq!(limits.first_token_timeout(0), Duration::from_secs(30));
+        assert_eq!(limits.first_token_timeout(10_000), Duration::from_secs(40));
+        assert_eq!(limits.first_token_timeout(1_000_000), Duration::from_secs(180));
+    }
+}

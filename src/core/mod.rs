@@ -1,0 +1,10 @@
+//! The agent core: sessions, their event logs, the projection of a log into
+//! model messages, and the driver that runs turns. Knows nothing of LSP, ACP
+//! or JSON-RPC; frontends talk to it through [`daemon::Daemon`].
+
+pub mod daemon;
+pub mod driver;
+pub mod event;
+pub mod log;
+pub mod projection;
+pub mod session;

@@ -1,0 +1,3 @@
+//! The LSP frontend: tower-lsp behind tandem's own frame reader.
+
+pub mod framing;

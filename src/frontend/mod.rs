@@ -1,0 +1,5 @@
+//! Frontends translate between a wire protocol and the core. They hold no
+//! agent logic: everything a frontend shows is a projection of session
+//! events, everything it asks for is a call on the core's `Daemon`.
+
+pub mod lsp;

@@ -1,0 +1,193 @@
+//! Wire shapes of tandem's extension methods, serialized exactly as
+//! `protocol.md` documents them (camelCase fields, ACP's `session/update`
+//! variant shapes).
+//!
+//! Invariant: this module knows serde and nothing else — no core types, no
+//! tower-lsp. Frontends convert between these and the core's types.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Version of the tandem extension protocol, announced in
+/// `initialize` as `capabilities.experimental.tandem.protocolVersion`.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// tandem's JSON-RPC error codes (implementation-defined server range).
+pub mod error_code {
+    /// The `sessionId` names no session of this daemon.
+    pub const UNKNOWN_SESSION: i64 = -32001;
+    /// The `config` of a request (or `initializationOptions`) is invalid.
+    pub const INVALID_CONFIG: i64 = -32003;
+    /// The daemon could not create or open the session's state on disk.
+    pub const SESSION_STORAGE: i64 = -32004;
+}
+
+/// A block of prompt content (ACP ContentBlock).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    Text {
+        text: String,
+    },
+    /// A reference to a file; the daemon reads it through the buffer cache.
+    ResourceLink {
+        uri: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// A file or selection with its content embedded.
+    Resource { resource: EmbeddedResource },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EmbeddedResource {
+    pub uri: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+}
+
+/// `tandem/newSession` params.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewSessionParams {
+    /// URI (or absolute path) of the folder the session works in; defaults
+    /// to the editor's workspace folders.
+    #[serde(default)]
+    pub workspace_folder: Option<String>,
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Per-session configuration overrides, same keys as `config.toml`.
+    #[serde(default)]
+    pub config: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewSessionResult {
+    pub session_id: String,
+}
+
+/// `tandem/prompt` params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PromptParams {
+    pub session_id: String,
+    pub prompt: Vec<ContentBlock>,
+}
+
+/// Token counts on the wire.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_tokens: u64,
+}
+
+/// `tandem/prompt` result: the receipt of the turn the prompt opened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptResult {
+    pub turn_id: String,
+    /// One of the stop reasons in protocol.md.
+    pub stop_reason: String,
+    /// Why the turn stopped, for reasons other than `end_turn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub usage: WireUsage,
+}
+
+/// `tandem/cancel` params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CancelParams {
+    pub session_id: String,
+    #[serde(default)]
+    pub keep_inbox: bool,
+}
+
+/// `tandem/update` params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateParams {
+    pub session_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    pub update: SessionUpdate,
+}
+
+/// The content of a tool call as editors render it (ACP ToolCallContent).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToolCallContent {
+    Content {
+        content: ContentBlock,
+    },
+    #[serde(rename_all = "camelCase")]
+    Diff {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        old_text: Option<String>,
+        new_text: String,
+    },
+}
+
+/// `update` of a `tandem/update` notification, tagged by `sessionUpdate`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "sessionUpdate", rename_all = "snake_case")]
+pub enum SessionUpdate {
+    #[serde(rename_all = "camelCase")]
+    UserMessage {
+        message_id: String,
+        content: Vec<ContentBlock>,
+    },
+    AgentMessageChunk {
+        content: ContentBlock,
+    },
+    AgentThoughtChunk {
+        content: ContentBlock,
+    },
+    /// Discard the partial agent text of this turn's current step: the
+    /// stream is being retried.
+    AgentMessageReset {},
+    #[serde(rename_all = "camelCase")]
+    ToolCall {
+        tool_call_id: String,
+        title: String,
+        kind: String,
+        status: String,
+        raw_input: Value,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolCallUpdate {
+        tool_call_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        content: Vec<ToolCallContent>,
+    },
+    Usage {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<WireUsage>,
+        turn: WireUsage,
+        session: WireUsage,
+    },
+    #[serde(rename_all = "camelCase")]
+    TurnEnd {
+        stop_reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        usage: WireUsage,
+    },
+}
+
+/// `experimental.tandem` in the client's `initialize` capabilities.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ClientTandemCapabilities {
+    pub request_permission: bool,
+    pub request_user_input: bool,
+}

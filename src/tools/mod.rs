@@ -1,0 +1,117 @@
+//! Tools the model can call. Each tool is a self-contained unit: a name, a
+//! JSON schema, an execution mode, an approval class and a handler.
+//!
+//! Invariant: a tool never fails the daemon. Bad arguments, refused paths and
+//! I/O errors are a [`ToolError`] whose message the model reads and can act
+//! on. Tools reach files only through [`ToolContext`] (workspace confinement,
+//! the buffer cache), never through raw paths from the model.
+
+pub mod grep;
+pub mod list_files;
+pub mod read_file;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::buffers::BufferCache;
+use crate::provider::ToolSpec;
+use crate::workspace::Workspace;
+
+/// Whether calls of a tool may run alongside others from the same response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecMode {
+    Parallel,
+    /// A barrier: everything before it finishes first, nothing after it
+    /// starts until it ends.
+    Exclusive,
+}
+
+/// What a tool does to the world, for the approval modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalClass {
+    None,
+    Read,
+    Edit,
+    Execute,
+}
+
+/// What a tool call can reach.
+#[derive(Clone)]
+pub struct ToolContext {
+    pub workspace: Arc<Workspace>,
+    pub buffers: Arc<BufferCache>,
+    /// Cancelled when the turn is cancelled; long-running tools must watch it.
+    pub cancel: CancellationToken,
+}
+
+/// A tool's failure, phrased for the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ToolError(pub String);
+
+impl ToolError {
+    pub fn new(message: impl Into<String>) -> Self {
+        ToolError(message.into())
+    }
+}
+
+/// Parses a tool's arguments, turning serde's message (which names the
+/// field) into an error the model can correct.
+pub fn parse_args<T: serde::de::DeserializeOwned>(tool: &str, args: &Value) -> Result<T, ToolError> {
+    serde_json::from_value(args.clone())
+        .map_err(|e| ToolError(format!("invalid arguments for {tool}: {e}")))
+}
+
+#[async_trait::async_trait]
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn description(&self) -> &'static str;
+    /// JSON schema of the arguments object.
+    fn parameters(&self) -> Value;
+    fn mode(&self) -> ExecMode;
+    fn approval(&self) -> ApprovalClass;
+    /// ACP tool kind shown by editors: read, search, edit, execute, think, other.
+    fn kind(&self) -> &'static str;
+    /// A short human title for the call, e.g. "Read src/main.rs".
+    fn title(&self, args: &Value) -> String;
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError>;
+}
+
+/// The set of tools offered in a session.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    /// The read-only tools of the foundation: read_file, list_files, grep.
+    pub fn with_read_tools() -> Self {
+        let mut registry = ToolRegistry::default();
+        registry.register(Arc::new(read_file::ReadFile));
+        registry.register(Arc::new(list_files::ListFiles));
+        registry.register(Arc::new(grep::Grep));
+        registry
+    }
+
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.retain(|t| t.name() != tool.name());
+        self.tools.push(tool);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.name().to_string(),
+                description: t.description().to_string(),
+                parameters: t.parameters(),
+            })
+            .collect()
+    }
+}
