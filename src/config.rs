@@ -66,6 +66,16 @@ pub struct LimitsConfig {
     pub first_token_timeout_cap_secs: f64,
     /// Longest silence between two chunks once streaming.
     pub chunk_timeout_secs: f64,
+    /// First retry delay of a failed provider call; doubles per attempt,
+    /// with jitter, up to `retry_max_delay_ms`. `Retry-After` wins.
+    pub retry_base_delay_ms: u64,
+    pub retry_max_delay_ms: u64,
+    /// Tool calls of one response that may run at once.
+    pub parallel_tools: usize,
+    /// What counts as recent progress for the activity timeout.
+    pub activity_recent_secs: f64,
+    /// Longest input a turn admits, in characters; 0 = no limit.
+    pub max_input_chars: usize,
 }
 
 impl Default for LimitsConfig {
@@ -79,6 +89,11 @@ impl Default for LimitsConfig {
             first_token_secs_per_1k: 1.0,
             first_token_timeout_cap_secs: 180.0,
             chunk_timeout_secs: 30.0,
+            retry_base_delay_ms: 1000,
+            retry_max_delay_ms: 30_000,
+            parallel_tools: 4,
+            activity_recent_secs: 30.0,
+            max_input_chars: 0,
         }
     }
 }
@@ -89,7 +104,12 @@ impl LimitsConfig {
     pub fn first_token_timeout(&self, input_tokens: u64) -> Duration {
         let secs = self.first_token_timeout_secs
             + self.first_token_secs_per_1k * (input_tokens as f64 / 1000.0);
-        secs_to_duration(secs.min(self.first_token_timeout_cap_secs.max(self.first_token_timeout_secs)))
+        secs_to_duration(
+            secs.min(
+                self.first_token_timeout_cap_secs
+                    .max(self.first_token_timeout_secs),
+            ),
+        )
     }
 
     pub fn chunk_timeout(&self) -> Duration {
@@ -293,13 +313,20 @@ mod tests {
     fn layers_apply_low_to_high() {
         let dir = tempfile::tempdir().unwrap();
         let user = dir.path().join("config.toml");
-        std::fs::write(&user, "[model]\nname = \"from-file\"\nbase_url = \"http://file\"\n").unwrap();
+        std::fs::write(
+            &user,
+            "[model]\nname = \"from-file\"\nbase_url = \"http://file\"\n",
+        )
+        .unwrap();
         let config = ConfigBuilder::new()
             .file(&user)
             .unwrap()
             .env_from(|v| (v == "TANDEM_MODEL").then(|| "from-env".to_string()))
             .unwrap()
-            .json("initializationOptions", &json!({"limits": {"max_iterations": 7}}))
+            .json(
+                "initializationOptions",
+                &json!({"limits": {"max_iterations": 7}}),
+            )
             .unwrap()
             .build()
             .unwrap();
@@ -323,6 +350,9 @@ mod tests {
         let limits = LimitsConfig::default();
         assert_eq!(limits.first_token_timeout(0), Duration::from_secs(30));
         assert_eq!(limits.first_token_timeout(10_000), Duration::from_secs(40));
-        assert_eq!(limits.first_token_timeout(1_000_000), Duration::from_secs(180));
+        assert_eq!(
+            limits.first_token_timeout(1_000_000),
+            Duration::from_secs(180)
+        );
     }
 }

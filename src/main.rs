@@ -1,3 +1,106 @@
-fn main() {
-    println!("tandem skeleton");
+//! The `tandem` binary: picks a frontend and runs it.
+//!
+//! stdout carries protocol frames only; every log line goes to stderr.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use tandem::config::tandem_home;
+use tandem::core::log::Durability;
+use tandem::frontend::lsp::{self, LspEnd};
+
+#[derive(Parser)]
+#[command(name = "tandem", version, about = "An agent daemon for code editors")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the Language Server Protocol with tandem's extensions on stdio.
+    Lsp,
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
+
+fn durability() -> Durability {
+    match std::env::var("TANDEM_FSYNC").as_deref() {
+        Ok("0") | Ok("false") => Durability::Flush,
+        _ => Durability::Fsync,
+    }
+}
+
+async fn serve_lsp<R>(stdin: R) -> ExitCode
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
+    match lsp::serve(stdin, tokio::io::stdout(), tandem_home(), durability()).await {
+        LspEnd::Clean => ExitCode::SUCCESS,
+        LspEnd::ExitWithoutShutdown => ExitCode::from(1),
+    }
+}
+
+/// With no subcommand: read the first bytes and pick the framing.
+async fn autodetect() -> ExitCode {
+    let mut stdin = tokio::io::stdin();
+    let mut prefix = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        match stdin.read(&mut byte).await {
+            Ok(0) => return ExitCode::SUCCESS,
+            Ok(_) => {
+                prefix.push(byte[0]);
+                if !byte[0].is_ascii_whitespace() {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::error!("cannot read stdin: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if prefix.last() == Some(&b'{') {
+        let _ = tokio::io::stderr()
+            .write_all(b"tandem: ACP input detected, but the ACP frontend is not available in this build; use an LSP client\n")
+            .await;
+        return ExitCode::from(2);
+    }
+    serve_lsp(std::io::Cursor::new(prefix).chain(stdin)).await
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("tandem: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(async {
+        match cli.command {
+            Some(Command::Lsp) => serve_lsp(tokio::io::stdin()).await,
+            None => autodetect().await,
+        }
+    });
+    // tokio's stdin reader thread may be blocked in read(2); do not wait
+    // for it.
+    runtime.shutdown_background();
+    code
 }

@@ -36,7 +36,9 @@ pub enum ContentBlock {
         name: Option<String>,
     },
     /// A file or selection with its content embedded.
-    Resource { resource: EmbeddedResource },
+    Resource {
+        resource: EmbeddedResource,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,13 +93,36 @@ pub struct WireUsage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptResult {
-    pub turn_id: String,
+    /// The turn's id; `null` when the prompt was discarded (cancel cleared
+    /// the inbox) before its turn started.
+    pub turn_id: Option<String>,
     /// One of the stop reasons in protocol.md.
     pub stop_reason: String,
     /// Why the turn stopped, for reasons other than `end_turn`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub usage: WireUsage,
+}
+
+/// `tandem/steer` params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SteerParams {
+    pub session_id: String,
+    pub prompt: Vec<ContentBlock>,
+    /// `false`: inject context without starting work. Default `true`.
+    #[serde(default = "default_true")]
+    pub wake: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SteerResult {
+    pub message_id: String,
 }
 
 /// `tandem/cancel` params.
@@ -143,6 +168,18 @@ pub enum SessionUpdate {
     UserMessage {
         message_id: String,
         content: Vec<ContentBlock>,
+    },
+    /// Lifecycle of queued input: `pending` (queued), `claimed` (taken by
+    /// a turn), `discarded` (with a reason). Entered input appears as
+    /// `user_message`.
+    #[serde(rename_all = "camelCase")]
+    InputStatus {
+        message_ids: Vec<String>,
+        status: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        queue: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     AgentMessageChunk {
         content: ContentBlock,

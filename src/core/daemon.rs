@@ -1,1 +1,345 @@
-//! TODO
+//! The daemon: the one object frontends talk to. It owns the sessions, the
+//! buffer cache and the workspace, and builds each session's configuration
+//! from the layers.
+//!
+//! Invariant: a frontend can only reach the core through these methods;
+//! every error they return is specific (unknown session, bad config,
+//! storage) so the frontend can map it to its wire's error codes.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::driver::{run_session, AdmissionHook, MaxInputChars, SessionEnv};
+use super::event::UserContent;
+use super::log::{now_rfc3339, Durability, EventSink, LogHeader, SessionLog, LOG_VERSION};
+use super::projection::Projection;
+use super::session::{Session, TurnReceipt};
+use crate::buffers::BufferCache;
+use crate::config::{Config, ConfigBuilder, ConfigError};
+use crate::tools::ToolRegistry;
+use crate::workspace::Workspace;
+
+/// A failed daemon call.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("unknown session `{0}`")]
+    UnknownSession(String),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("session storage: {0}")]
+    Storage(String),
+}
+
+/// How to start a daemon.
+pub struct DaemonOptions {
+    /// `$TANDEM_HOME`: `config.toml`, `sessions/`.
+    pub home: PathBuf,
+    pub durability: Durability,
+    /// Told about every event of every session.
+    pub sink: Arc<dyn EventSink>,
+}
+
+/// What a new session is made with.
+#[derive(Debug, Clone, Default)]
+pub struct NewSession {
+    pub workspace_folder: Option<PathBuf>,
+    pub title: Option<String>,
+    pub config: Option<Value>,
+}
+
+pub struct Daemon {
+    home: PathBuf,
+    durability: Durability,
+    sink: Arc<dyn EventSink>,
+    buffers: Arc<BufferCache>,
+    workspace: Arc<Workspace>,
+    /// `initializationOptions`, already checked.
+    init_options: Mutex<Value>,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    shutdown: CancellationToken,
+    admission: Mutex<Vec<Arc<dyn AdmissionHook>>>,
+}
+
+impl Daemon {
+    pub fn new(options: DaemonOptions) -> Arc<Daemon> {
+        Arc::new(Daemon {
+            home: options.home,
+            durability: options.durability,
+            sink: options.sink,
+            buffers: Arc::new(BufferCache::new()),
+            workspace: Arc::new(Workspace::default()),
+            init_options: Mutex::new(Value::Null),
+            sessions: Mutex::new(HashMap::new()),
+            tasks: Mutex::new(Vec::new()),
+            shutdown: CancellationToken::new(),
+            admission: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Registers an admission hook for sessions created from now on.
+    pub fn add_admission_hook(&self, hook: Arc<dyn AdmissionHook>) {
+        self.admission
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(hook);
+    }
+
+    pub fn buffers(&self) -> &Arc<BufferCache> {
+        &self.buffers
+    }
+
+    pub fn workspace(&self) -> &Arc<Workspace> {
+        &self.workspace
+    }
+
+    pub fn home(&self) -> &PathBuf {
+        &self.home
+    }
+
+    /// Sets the editor's `initializationOptions` after checking that they
+    /// form a valid configuration layer.
+    pub fn set_init_options(&self, options: Value) -> Result<(), ConfigError> {
+        self.config_for(&self.workspace.roots(), &options, &Value::Null)?;
+        *self.init_options.lock().unwrap_or_else(|e| e.into_inner()) = options;
+        Ok(())
+    }
+
+    fn config_for(
+        &self,
+        roots: &[PathBuf],
+        init: &Value,
+        session: &Value,
+    ) -> Result<Config, ConfigError> {
+        ConfigBuilder::standard(&self.home, roots)?
+            .json("initializationOptions", init)?
+            .json("session config", session)?
+            .build()
+    }
+
+    /// Creates a session and starts its task.
+    pub fn new_session(&self, params: NewSession) -> Result<Arc<Session>, DaemonError> {
+        let (workspace, roots) = match &params.workspace_folder {
+            Some(folder) => {
+                let ws = Arc::new(Workspace::new(vec![folder.clone()]));
+                let roots = ws.roots();
+                (ws, roots)
+            }
+            None => (self.workspace.clone(), self.workspace.roots()),
+        };
+        let init = self
+            .init_options
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let config = self.config_for(
+            &roots,
+            &init,
+            params.config.as_ref().unwrap_or(&Value::Null),
+        )?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let created = now_rfc3339();
+        let header = LogHeader {
+            tandem_log: LOG_VERSION,
+            session_id: id.clone(),
+            created: created.clone(),
+            title: params.title.clone(),
+            workspace: roots.clone(),
+        };
+        let log = SessionLog::create(
+            &self.home.join("sessions"),
+            &header,
+            self.durability,
+            self.sink.clone(),
+        )
+        .map_err(|e| {
+            DaemonError::Storage(format!(
+                "cannot create the session log in {}: {e}",
+                self.home.join("sessions").display()
+            ))
+        })?;
+        let provider = crate::provider::from_config(&config.model);
+        let session = Arc::new(Session::new(
+            id.clone(),
+            params.title,
+            created,
+            roots.clone(),
+            config,
+            Arc::new(log),
+            self.shutdown.child_token(),
+        ));
+        let mut admission: Vec<Arc<dyn AdmissionHook>> = Vec::new();
+        if session.config.limits.max_input_chars > 0 {
+            admission.push(Arc::new(MaxInputChars(
+                session.config.limits.max_input_chars,
+            )));
+        }
+        admission.extend(
+            self.admission
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .cloned(),
+        );
+        let env = SessionEnv {
+            provider,
+            tools: ToolRegistry::with_read_tools(),
+            workspace,
+            buffers: self.buffers.clone(),
+            admission,
+        };
+        let projection = Projection::new(system_prompt(&roots));
+        let task = tokio::spawn(run_session(session.clone(), env, projection));
+        self.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(task);
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, session.clone());
+        Ok(session)
+    }
+
+    pub fn session(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()
+            .ok_or_else(|| DaemonError::UnknownSession(id.to_string()))
+    }
+
+    /// Queues a prompt; returns its message id and where the receipt of
+    /// its turn will arrive.
+    pub fn prompt(
+        &self,
+        session_id: &str,
+        content: Vec<UserContent>,
+    ) -> Result<(String, oneshot::Receiver<TurnReceipt>), DaemonError> {
+        let session = self.session(session_id)?;
+        Ok(session.enqueue_prompt(self.embed_resources(content)))
+    }
+
+    /// Queues next-step input; returns its message id.
+    pub fn steer(
+        &self,
+        session_id: &str,
+        content: Vec<UserContent>,
+        wake: bool,
+    ) -> Result<String, DaemonError> {
+        let session = self.session(session_id)?;
+        Ok(session.enqueue_steer(self.embed_resources(content), wake))
+    }
+
+    /// Cancels a session's running turn (and its inbox unless `keep_inbox`).
+    pub fn cancel(&self, session_id: &str, keep_inbox: bool) -> Result<(), DaemonError> {
+        self.session(session_id)?.cancel(keep_inbox);
+        Ok(())
+    }
+
+    /// Fills in the text of attached files from what the user sees.
+    fn embed_resources(&self, content: Vec<UserContent>) -> Vec<UserContent> {
+        content
+            .into_iter()
+            .map(|block| match block {
+                UserContent::Resource { uri, text: None } => {
+                    let text = file_uri_to_path(&uri).and_then(|p| self.buffers.read_text(&p).ok());
+                    UserContent::Resource { uri, text }
+                }
+                other => other,
+            })
+            .collect()
+    }
+
+    /// Stops every session, answers their queued prompts, and flushes the
+    /// logs. Safe to call more than once.
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        let tasks: Vec<JoinHandle<()>> = self
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .collect();
+        for task in tasks {
+            let _ = task.await;
+        }
+        for session in self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+        {
+            session.log.flush();
+        }
+    }
+}
+
+/// `file:///a/b` to `/a/b` (percent-decoded); `None` for other schemes.
+pub fn file_uri_to_path(uri: &str) -> Option<PathBuf> {
+    let rest = uri.strip_prefix("file://")?;
+    let mut bytes = Vec::with_capacity(rest.len());
+    let raw = rest.as_bytes();
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'%' && i + 2 < raw.len() {
+            let hex = std::str::from_utf8(&raw[i + 1..i + 3]).unwrap_or("");
+            if let Ok(byte) = u8::from_str_radix(hex, 16) {
+                bytes.push(byte);
+                i += 3;
+                continue;
+            }
+        }
+        bytes.push(raw[i]);
+        i += 1;
+    }
+    let path = String::from_utf8(bytes).ok()?;
+    // `file://host/path` is not a local file.
+    if !path.starts_with('/') {
+        return None;
+    }
+    Some(PathBuf::from(path))
+}
+
+fn system_prompt(roots: &[PathBuf]) -> String {
+    let roots = if roots.is_empty() {
+        "(no workspace folder is open)".to_string()
+    } else {
+        roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "You are tandem, a coding agent working inside the user's code editor.\n\
+         Workspace: {roots}. Paths are relative to the first workspace folder.\n\
+         Files you read show what the user sees in the editor, unsaved edits included.\n\
+         Use the tools to look at the code before answering; be concise and precise."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_uris_become_paths_with_percent_decoding() {
+        assert_eq!(
+            file_uri_to_path("file:///tmp/a%20b.rs"),
+            Some(PathBuf::from("/tmp/a b.rs"))
+        );
+        assert_eq!(
+            file_uri_to_path("file:///tmp/x"),
+            Some(PathBuf::from("/tmp/x"))
+        );
+        assert_eq!(file_uri_to_path("untitled:Untitled-1"), None);
+    }
+}

@@ -140,14 +140,39 @@ pub enum UserContent {
     },
 }
 
+/// Which inbox queue an input went to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputQueue {
+    /// `prompt`: one turn each, in order.
+    #[default]
+    NextTurn,
+    /// `steer`: claimed in a batch at the next step boundary.
+    NextStep,
+}
+
 /// One entry of a session log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
-    /// A prompt was accepted into the next-turn queue.
+    /// User input was accepted into one of the inbox queues (pending).
     InputQueued {
         message_id: String,
+        #[serde(default)]
+        queue: InputQueue,
         content: Vec<UserContent>,
+    },
+    /// Pending inputs were taken by a turn at a step boundary (claimed);
+    /// each then becomes a `user_message` (entered) or `input_discarded`.
+    InputClaimed {
+        turn_id: TurnId,
+        message_ids: Vec<String>,
+    },
+    /// A queued prompt was dropped without becoming a turn (cancel
+    /// cleared the inbox, shutdown).
+    InputDiscarded {
+        message_id: String,
+        reason: String,
     },
     TurnStart {
         turn_id: TurnId,
@@ -200,6 +225,22 @@ pub enum Event {
         error_kind: String,
         message: String,
         retry: bool,
+        /// Whether this attempt had already streamed text to the client,
+        /// which must then discard it (`agent_message_reset`).
+        #[serde(default)]
+        streamed: bool,
+    },
+    /// The message-repair pipeline changed the model's view of the history
+    /// before a provider call.
+    HistoryRepaired {
+        turn_id: TurnId,
+        repair: String,
+        reason: String,
+    },
+    /// The same tool calls kept repeating; the batch was not run.
+    LoopDetected {
+        turn_id: TurnId,
+        description: String,
     },
     /// A tool call was dispatched (or about to be refused).
     ToolCall {
@@ -209,6 +250,11 @@ pub enum Event {
         arguments: Value,
         title: String,
         kind: String,
+    },
+    /// A tool call began running.
+    ToolStarted {
+        turn_id: TurnId,
+        call_id: String,
     },
     ToolResult {
         turn_id: TurnId,
@@ -240,15 +286,19 @@ impl Event {
     /// The turn this event belongs to, if any.
     pub fn turn_id(&self) -> Option<&str> {
         match self {
-            Event::InputQueued { .. } => None,
+            Event::InputQueued { .. } | Event::InputDiscarded { .. } => None,
             Event::TurnStart { turn_id }
             | Event::UserMessage { turn_id, .. }
+            | Event::InputClaimed { turn_id, .. }
+            | Event::HistoryRepaired { turn_id, .. }
+            | Event::LoopDetected { turn_id, .. }
             | Event::StepStart { turn_id, .. }
             | Event::AssistantChunk { turn_id, .. }
             | Event::ThoughtChunk { turn_id, .. }
             | Event::AssistantMessage { turn_id, .. }
             | Event::AttemptFailed { turn_id, .. }
             | Event::ToolCall { turn_id, .. }
+            | Event::ToolStarted { turn_id, .. }
             | Event::ToolResult { turn_id, .. }
             | Event::StepEnd { turn_id, .. }
             | Event::UsageUpdate { turn_id, .. }

@@ -1,1 +1,566 @@
-//! TODO
+//! The append-only session log: `sessions/<id>.jsonl`.
+//!
+//! The first line is a header (`{"tandem_log": 1, ...}`); every further line
+//! is one [`LoggedEvent`]: a sequence number, a timestamp and the event.
+//!
+//! Invariant: an event is written to the file before anyone is told about it
+//! (subscribers are called after the write). Chunks are buffered; durable
+//! boundaries (user input, tool results, turn and step boundaries) are flushed
+//! and fsynced before `append` returns, so an acknowledged prompt or an
+//! executed tool's result survives `kill -9`.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use super::event::Event;
+
+/// Version of the on-disk log format written by this daemon.
+pub const LOG_VERSION: u32 = 1;
+
+/// The first line of a session log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogHeader {
+    pub tandem_log: u32,
+    pub session_id: String,
+    pub created: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub workspace: Vec<PathBuf>,
+}
+
+/// An event as stored: its place in the log and when it happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoggedEvent {
+    pub seq: u64,
+    /// RFC 3339 UTC timestamp with milliseconds.
+    pub ts: String,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// Told about every event after it is written, in log order. Called
+/// synchronously from the appending task, so implementations must not block
+/// (queue the work, e.g. onto the frontend's writer channel).
+pub trait EventSink: Send + Sync {
+    fn on_event(&self, session_id: &str, event: &LoggedEvent);
+}
+
+/// A sink that drops everything (headless use, tests).
+pub struct NullSink;
+
+impl EventSink for NullSink {
+    fn on_event(&self, _session_id: &str, _event: &LoggedEvent) {}
+}
+
+/// How hard `append` works to make boundaries durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Flush and fsync boundaries (the default).
+    #[default]
+    Fsync,
+    /// Flush boundaries to the OS but do not fsync (benchmarks, tmpfs).
+    Flush,
+}
+
+struct Writer {
+    file: BufWriter<File>,
+    next_seq: u64,
+    /// Set when a write failed; later appends keep going in memory and the
+    /// error is reported once.
+    failed: bool,
+}
+
+/// The log of one session, shared by its driver and its frontends.
+pub struct SessionLog {
+    session_id: String,
+    path: PathBuf,
+    durability: Durability,
+    writer: Mutex<Writer>,
+    sink: Arc<dyn EventSink>,
+    _lock: SessionLock,
+}
+
+/// Why a log could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("session log {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "session {session_id} is open in another tandem process (pid {pid}); close it there first"
+    )]
+    Locked { session_id: String, pid: u32 },
+    #[error("session log {path} was written by a newer tandem (log format {found}; this daemon reads up to {LOG_VERSION}); it was not modified")]
+    NewerVersion { path: PathBuf, found: u32 },
+    #[error("session log {path} is not a tandem log: {message}")]
+    NotALog { path: PathBuf, message: String },
+}
+
+/// `sessions/<id>.lock`: one writer per session. Holds the owner's pid; a
+/// lock whose owner is gone is stale and taken over.
+struct SessionLock {
+    path: PathBuf,
+}
+
+impl SessionLock {
+    fn acquire(dir: &Path, session_id: &str) -> Result<SessionLock, LogError> {
+        let path = dir.join(format!("{session_id}.lock"));
+        for _ in 0..2 {
+            match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(mut file) => {
+                    let _ = write!(file, "{}", std::process::id());
+                    return Ok(SessionLock { path });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let pid = std::fs::read_to_string(&path)
+                        .ok()
+                        .and_then(|s| s.trim().parse::<u32>().ok());
+                    match pid {
+                        Some(pid) if pid_alive(pid) => {
+                            return Err(LogError::Locked {
+                                session_id: session_id.to_string(),
+                                pid,
+                            })
+                        }
+                        _ => {
+                            tracing::warn!(path = %path.display(), "removing stale session lock");
+                            let _ = std::fs::remove_file(&path);
+                        }
+                    }
+                }
+                Err(source) => return Err(LogError::Io { path, source }),
+            }
+        }
+        Err(LogError::Io {
+            path,
+            source: std::io::Error::other("could not take the session lock"),
+        })
+    }
+}
+
+impl Drop for SessionLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Whether a process with this pid exists (Linux: `/proc/<pid>`).
+fn pid_alive(pid: u32) -> bool {
+    pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists()
+}
+
+impl SessionLog {
+    /// Creates a new log file with its header. Fails if the file exists.
+    pub fn create(
+        dir: &Path,
+        header: &LogHeader,
+        durability: Durability,
+        sink: Arc<dyn EventSink>,
+    ) -> Result<SessionLog, LogError> {
+        let path = dir.join(format!("{}.jsonl", header.session_id));
+        let io = |source| LogError::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let lock = SessionLock::acquire(dir, &header.session_id)?;
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(io)?;
+        let mut file = BufWriter::with_capacity(64 * 1024, file);
+        let written = serde_json::to_writer(&mut file, header)
+            .map_err(std::io::Error::from)
+            .and_then(|_| file.write_all(b"\n"))
+            .and_then(|_| file.flush())
+            .and_then(|_| match durability {
+                Durability::Fsync => file.get_ref().sync_data(),
+                Durability::Flush => Ok(()),
+            });
+        written.map_err(io)?;
+        Ok(SessionLog {
+            session_id: header.session_id.clone(),
+            path,
+            durability,
+            writer: Mutex::new(Writer {
+                file,
+                next_seq: 1,
+                failed: false,
+            }),
+            sink,
+            _lock: lock,
+        })
+    }
+
+    /// Opens an existing log to continue it: takes the lock, reads it back,
+    /// cuts a torn last line off the file so new lines start clean, and
+    /// continues the sequence numbers.
+    pub fn open(
+        path: &Path,
+        durability: Durability,
+        sink: Arc<dyn EventSink>,
+    ) -> Result<(SessionLog, LogHeader, Vec<LoggedEvent>), LogError> {
+        let io = |source| LogError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let contents = read_log_contents(path)?;
+        let lock = SessionLock::acquire(dir, &contents.header.session_id)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(io)?;
+        if contents.valid_len < file.metadata().map_err(io)?.len() {
+            tracing::warn!(path = %path.display(), "cutting a torn last line off the session log");
+            file.set_len(contents.valid_len).map_err(io)?;
+        }
+        drop(file);
+        let file = OpenOptions::new().append(true).open(path).map_err(io)?;
+        let next_seq = contents.events.last().map_or(1, |e| e.seq + 1);
+        let log = SessionLog {
+            session_id: contents.header.session_id.clone(),
+            path: path.to_path_buf(),
+            durability,
+            writer: Mutex::new(Writer {
+                file: BufWriter::with_capacity(64 * 1024, file),
+                next_seq,
+                failed: false,
+            }),
+            sink,
+            _lock: lock,
+        };
+        Ok((log, contents.header, contents.events))
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends an event, makes it durable if it is a boundary, then tells
+    /// the sink. Returns the stored form.
+    pub fn append(&self, event: Event) -> LoggedEvent {
+        let durable = event.is_durable_boundary();
+        let logged = {
+            let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let logged = LoggedEvent {
+                seq: writer.next_seq,
+                ts: now_rfc3339(),
+                event,
+            };
+            writer.next_seq += 1;
+            if let Err(e) = write_line(&mut writer.file, &logged, durable, self.durability) {
+                if !writer.failed {
+                    tracing::error!(session = %self.session_id, path = %self.path.display(), "session log write failed: {e}");
+                }
+                writer.failed = true;
+            }
+            logged
+        };
+        self.sink.on_event(&self.session_id, &logged);
+        logged
+    }
+
+    /// Flushes buffered chunks to the file and fsyncs it.
+    pub fn flush(&self) {
+        let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let result = writer
+            .file
+            .flush()
+            .and_then(|_| writer.file.get_ref().sync_data());
+        if let Err(e) = result {
+            tracing::error!(session = %self.session_id, "session log flush failed: {e}");
+        }
+    }
+}
+
+fn write_line(
+    file: &mut BufWriter<File>,
+    logged: &LoggedEvent,
+    durable: bool,
+    durability: Durability,
+) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *file, logged)?;
+    file.write_all(b"\n")?;
+    if durable {
+        file.flush()?;
+        if durability == Durability::Fsync {
+            file.get_ref().sync_data()?;
+        }
+    }
+    Ok(())
+}
+
+/// The current time as RFC 3339 UTC with milliseconds.
+pub fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let format = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    now.format(&format).unwrap_or_default()
+}
+
+/// A log file as read back.
+pub struct LogContents {
+    pub header: LogHeader,
+    pub events: Vec<LoggedEvent>,
+    /// Bytes up to the end of the last complete, readable line.
+    pub valid_len: u64,
+    /// Whether the last line was torn (a crash mid-write) and skipped.
+    pub torn_tail: bool,
+}
+
+/// Reads a log file back: the header and the events, in order. A torn last
+/// line is skipped with a warning; a log from a newer format is refused.
+pub fn read_log_contents(path: &Path) -> Result<LogContents, LogError> {
+    let bytes = std::fs::read(path).map_err(|source| LogError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let not_a_log = |message: String| LogError::NotALog {
+        path: path.to_path_buf(),
+        message,
+    };
+    let header_end = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or_else(|| not_a_log("no header line".to_string()))?;
+    let header_value: serde_json::Value = serde_json::from_slice(&bytes[..header_end])
+        .map_err(|e| not_a_log(format!("bad header: {e}")))?;
+    let found = header_value
+        .get("tandem_log")
+        .and_then(|v| v.as_u64())
+        .ok_or_else(|| not_a_log("the header has no `tandem_log` version".to_string()))?
+        as u32;
+    if found > LOG_VERSION {
+        return Err(LogError::NewerVersion {
+            path: path.to_path_buf(),
+            found,
+        });
+    }
+    let header: LogHeader =
+        serde_json::from_value(header_value).map_err(|e| not_a_log(format!("bad header: {e}")))?;
+    let mut events = Vec::new();
+    let mut offset = header_end + 1;
+    let mut valid_len = offset as u64;
+    let mut torn_tail = false;
+    let mut line_no = 1;
+    while offset < bytes.len() {
+        line_no += 1;
+        let (line, next, complete) = match bytes[offset..].iter().position(|&b| b == b'\n') {
+            Some(n) => (&bytes[offset..offset + n], offset + n + 1, true),
+            None => (&bytes[offset..], bytes.len(), false),
+        };
+        match serde_json::from_slice::<LoggedEvent>(line) {
+            Ok(event) if complete => {
+                events.push(event);
+                valid_len = next as u64;
+            }
+            _ if !complete => {
+                tracing::warn!(path = %path.display(), line = line_no, "skipping a torn last line (the daemon stopped mid-write)");
+                torn_tail = true;
+            }
+            Ok(_) => unreachable!("complete lines are handled above"),
+            Err(e) => {
+                // A complete but unreadable line in the middle: keep going,
+                // but never cut the file there.
+                tracing::warn!(path = %path.display(), line = line_no, "skipping an unreadable log line: {e}");
+                valid_len = next as u64;
+            }
+        }
+        offset = next;
+    }
+    Ok(LogContents {
+        header,
+        events,
+        valid_len,
+        torn_tail,
+    })
+}
+
+/// Reads a log file back: the header and the events, in order.
+pub fn read_log(path: &Path) -> Result<(LogHeader, Vec<LoggedEvent>), LogError> {
+    let contents = read_log_contents(path)?;
+    Ok((contents.header, contents.events))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::{StopReason, Usage};
+
+    struct Collect(Mutex<Vec<u64>>);
+    impl EventSink for Collect {
+        fn on_event(&self, _session_id: &str, event: &LoggedEvent) {
+            self.0.lock().unwrap().push(event.seq);
+        }
+    }
+
+    #[test]
+    fn appended_events_read_back_in_order_with_sequence_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = Arc::new(Collect(Mutex::new(Vec::new())));
+        let header = LogHeader {
+            tandem_log: LOG_VERSION,
+            session_id: "s1".into(),
+            created: now_rfc3339(),
+            title: None,
+            workspace: vec![],
+        };
+        let log = SessionLog::create(dir.path(), &header, Durability::Flush, sink.clone()).unwrap();
+        log.append(Event::TurnStart {
+            turn_id: "t1".into(),
+        });
+        log.append(Event::AssistantChunk {
+            turn_id: "t1".into(),
+            step: 1,
+            attempt: 1,
+            text: "hi".into(),
+        });
+        log.append(Event::TurnEnd {
+            turn_id: "t1".into(),
+            stop_reason: StopReason::EndTurn,
+            message: None,
+            usage: Usage::default(),
+        });
+        let (read_header, events) = read_log(log.path()).unwrap();
+        assert_eq!(read_header, header);
+        assert_eq!(
+            events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+        assert!(matches!(events[2].event, Event::TurnEnd { .. }));
+        assert_eq!(*sink.0.lock().unwrap(), vec![1, 2, 3]);
+    }
+
+    fn header(id: &str) -> LogHeader {
+        LogHeader {
+            tandem_log: LOG_VERSION,
+            session_id: id.into(),
+            created: now_rfc3339(),
+            title: None,
+            workspace: vec![],
+        }
+    }
+
+    #[test]
+    fn a_torn_last_line_is_skipped_and_cut_before_appending() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = {
+            let log = SessionLog::create(
+                dir.path(),
+                &header("torn"),
+                Durability::Flush,
+                Arc::new(NullSink),
+            )
+            .unwrap();
+            log.append(Event::TurnStart {
+                turn_id: "t1".into(),
+            });
+            log.flush();
+            log.path().to_path_buf()
+        };
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(br#"{"seq":2,"ts":"x","type":"turn_"#)
+            .unwrap();
+        drop(file);
+        let contents = read_log_contents(&path).unwrap();
+        assert!(contents.torn_tail);
+        assert_eq!(contents.events.len(), 1);
+        let (log, _, events) =
+            SessionLog::open(&path, Durability::Flush, Arc::new(NullSink)).unwrap();
+        assert_eq!(events.len(), 1);
+        let appended = log.append(Event::TurnStart {
+            turn_id: "t2".into(),
+        });
+        assert_eq!(appended.seq, 2);
+        log.flush();
+        let contents = read_log_contents(&path).unwrap();
+        assert!(!contents.torn_tail);
+        assert_eq!(contents.events.len(), 2);
+    }
+
+    #[test]
+    fn a_log_from_a_newer_version_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("future.jsonl");
+        let text = "{\"tandem_log\":99,\"session_id\":\"future\",\"created\":\"x\"}\n{\"seq\":1}\n";
+        std::fs::write(&path, text).unwrap();
+        let err = SessionLog::open(&path, Durability::Flush, Arc::new(NullSink))
+            .err()
+            .unwrap();
+        assert!(
+            matches!(err, LogError::NewerVersion { found: 99, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("newer tandem"), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+    }
+
+    #[test]
+    fn a_second_writer_is_refused_while_the_first_holds_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SessionLog::create(
+            dir.path(),
+            &header("locked"),
+            Durability::Flush,
+            Arc::new(NullSink),
+        )
+        .unwrap();
+        // Pretend another live process holds it: pid 1 always exists.
+        std::fs::write(dir.path().join("locked.lock"), "1").unwrap();
+        let err = SessionLog::open(log.path(), Durability::Flush, Arc::new(NullSink))
+            .err()
+            .unwrap();
+        assert!(matches!(err, LogError::Locked { pid: 1, .. }), "{err}");
+    }
+
+    #[test]
+    fn a_stale_lock_from_a_dead_process_is_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = {
+            let log = SessionLog::create(
+                dir.path(),
+                &header("stale"),
+                Durability::Flush,
+                Arc::new(NullSink),
+            )
+            .unwrap();
+            log.path().to_path_buf()
+        };
+        // No process has pid u32::MAX - 1.
+        std::fs::write(dir.path().join("stale.lock"), format!("{}", u32::MAX - 1)).unwrap();
+        assert!(SessionLog::open(&path, Durability::Flush, Arc::new(NullSink)).is_ok());
+    }
+
+    #[test]
+    fn creating_an_existing_log_fails_instead_of_overwriting() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = LogHeader {
+            tandem_log: LOG_VERSION,
+            session_id: "dup".into(),
+            created: now_rfc3339(),
+            title: None,
+            workspace: vec![],
+        };
+        let first =
+            SessionLog::create(dir.path(), &header, Durability::Flush, Arc::new(NullSink)).unwrap();
+        drop(first);
+        assert!(
+            SessionLog::create(dir.path(), &header, Durability::Flush, Arc::new(NullSink)).is_err()
+        );
+    }
+}

@@ -1,1 +1,319 @@
-//! TODO
+//! A session: its identity, its log, its inbox and its run state.
+//!
+//! Frontends put prompts into the inbox and get a receipt channel back; the
+//! session's own task (see [`crate::core::driver::run_session`]) takes them
+//! one turn at a time.
+//!
+//! Invariant: every input that enters the inbox ends as exactly one of
+//! `user_message` (entered) or `input_discarded`, and every prompt gets
+//! exactly one receipt — from the turn it opened, or a `cancelled` receipt
+//! when it is discarded. Its `input_queued` event is on disk before
+//! `enqueue_*` returns.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{oneshot, Notify};
+use tokio_util::sync::CancellationToken;
+
+use super::event::{Event, InputQueue, StopReason, TurnId, Usage, UserContent};
+use super::log::SessionLog;
+use crate::config::Config;
+
+/// What a prompt's sender gets back when its turn is over.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnReceipt {
+    /// The turn the prompt opened; `None` when the prompt was discarded
+    /// before a turn started.
+    pub turn_id: Option<TurnId>,
+    pub stop_reason: StopReason,
+    pub message: Option<String>,
+    pub usage: Usage,
+}
+
+/// User input waiting in the inbox.
+pub struct PendingInput {
+    pub message_id: String,
+    pub content: Vec<UserContent>,
+    /// Where the receipt of the turn goes (`prompt`s only).
+    pub receipt: Option<oneshot::Sender<TurnReceipt>>,
+    /// Whether this input asks for work (`steer` with `wake: true`, and
+    /// every prompt) or only rides along with work that happens anyway.
+    pub wake: bool,
+}
+
+/// What the session task should do next.
+pub enum Work {
+    /// Run a turn for this prompt.
+    Prompt(PendingInput),
+    /// Run a turn for the waking next-step inputs.
+    Wake,
+}
+
+#[derive(Default)]
+struct Inbox {
+    next_turn: VecDeque<PendingInput>,
+    next_step: VecDeque<PendingInput>,
+}
+
+/// Whether a turn is running, and how to stop it.
+#[derive(Debug, Clone)]
+pub enum RunState {
+    Idle,
+    Running {
+        turn_id: TurnId,
+        cancel: CancellationToken,
+        /// The prompt that opened the turn, if a prompt did.
+        prompt_id: Option<String>,
+    },
+}
+
+/// One agent session.
+pub struct Session {
+    pub id: String,
+    pub title: Option<String>,
+    pub created: String,
+    pub workspace: Vec<PathBuf>,
+    pub config: Config,
+    pub log: Arc<SessionLog>,
+    inbox: Mutex<Inbox>,
+    wake: Notify,
+    run_state: Mutex<RunState>,
+    /// Cancelled when the daemon shuts down.
+    pub shutdown: CancellationToken,
+    next_message: AtomicU64,
+    next_turn: AtomicU64,
+}
+
+impl Session {
+    pub fn new(
+        id: String,
+        title: Option<String>,
+        created: String,
+        workspace: Vec<PathBuf>,
+        config: Config,
+        log: Arc<SessionLog>,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Session {
+            id,
+            title,
+            created,
+            workspace,
+            config,
+            log,
+            inbox: Mutex::new(Inbox::default()),
+            wake: Notify::new(),
+            run_state: Mutex::new(RunState::Idle),
+            shutdown,
+            next_message: AtomicU64::new(1),
+            next_turn: AtomicU64::new(1),
+        }
+    }
+
+    /// Queues a prompt for its own turn and returns where its receipt
+    /// will arrive.
+    pub fn enqueue_prompt(
+        &self,
+        content: Vec<UserContent>,
+    ) -> (String, oneshot::Receiver<TurnReceipt>) {
+        let (tx, rx) = oneshot::channel();
+        let message_id = self.enqueue(InputQueue::NextTurn, content, Some(tx), true);
+        (message_id, rx)
+    }
+
+    /// Queues next-step input (`steer`): claimed by the running turn at its
+    /// next step boundary; on an idle session, `wake` opens a turn for it
+    /// and `!wake` leaves it for the next turn to carry. Returns its id.
+    pub fn enqueue_steer(&self, content: Vec<UserContent>, wake: bool) -> String {
+        self.enqueue(InputQueue::NextStep, content, None, wake)
+    }
+
+    fn enqueue(
+        &self,
+        queue: InputQueue,
+        content: Vec<UserContent>,
+        receipt: Option<oneshot::Sender<TurnReceipt>>,
+        wake: bool,
+    ) -> String {
+        let message_id = format!("m{}", self.next_message.fetch_add(1, Ordering::Relaxed));
+        // The log line and the queue entry are made under the inbox lock so
+        // the log's order of queued inputs is the order they are taken in.
+        {
+            let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            self.log.append(Event::InputQueued {
+                message_id: message_id.clone(),
+                queue,
+                content: content.clone(),
+            });
+            let input = PendingInput {
+                message_id: message_id.clone(),
+                content,
+                receipt,
+                wake,
+            };
+            match queue {
+                InputQueue::NextTurn => inbox.next_turn.push_back(input),
+                InputQueue::NextStep => inbox.next_step.push_back(input),
+            }
+        }
+        if wake {
+            self.wake.notify_one();
+        }
+        message_id
+    }
+
+    /// Waits for the next piece of work; `None` once the daemon shuts down.
+    pub async fn next_work(&self) -> Option<Work> {
+        loop {
+            if self.shutdown.is_cancelled() {
+                return None;
+            }
+            {
+                let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(prompt) = inbox.next_turn.pop_front() {
+                    return Some(Work::Prompt(prompt));
+                }
+                if inbox.next_step.iter().any(|i| i.wake) {
+                    return Some(Work::Wake);
+                }
+            }
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = self.shutdown.cancelled() => return None,
+            }
+        }
+    }
+
+    /// Takes every pending next-step input, in order.
+    pub fn claim_next_step(&self) -> Vec<PendingInput> {
+        self.inbox
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .next_step
+            .drain(..)
+            .collect()
+    }
+
+    /// Whether next-step input that asks for work is waiting.
+    pub fn has_waking_input(&self) -> bool {
+        self.inbox
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .next_step
+            .iter()
+            .any(|i| i.wake)
+    }
+
+    /// Allocates the id of the next turn.
+    pub fn next_turn_id(&self) -> TurnId {
+        format!("t{}", self.next_turn.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Marks a turn as running; its token is what `cancel` trips.
+    pub fn set_running(
+        &self,
+        turn_id: TurnId,
+        cancel: CancellationToken,
+        prompt_id: Option<String>,
+    ) {
+        *self.run_state.lock().unwrap_or_else(|e| e.into_inner()) = RunState::Running {
+            turn_id,
+            cancel,
+            prompt_id,
+        };
+    }
+
+    /// Withdraws one prompt (its request was cancelled by the editor): a
+    /// queued prompt is discarded, a running one has its turn cancelled.
+    pub fn withdraw_prompt(&self, message_id: &str) {
+        let queued = {
+            let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            inbox
+                .next_turn
+                .iter()
+                .position(|p| p.message_id == message_id)
+                .and_then(|i| inbox.next_turn.remove(i))
+        };
+        if let Some(input) = queued {
+            self.discard(input, "its request was cancelled");
+            return;
+        }
+        if let RunState::Running {
+            cancel,
+            prompt_id: Some(id),
+            ..
+        } = &*self.run_state.lock().unwrap_or_else(|e| e.into_inner())
+        {
+            if id == message_id {
+                cancel.cancel();
+            }
+        }
+    }
+
+    pub fn set_idle(&self) {
+        *self.run_state.lock().unwrap_or_else(|e| e.into_inner()) = RunState::Idle;
+    }
+
+    pub fn run_state(&self) -> RunState {
+        self.run_state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Cancels the running turn, if any, and — unless `keep_inbox` — every
+    /// queued prompt, each of which gets a `cancelled` receipt. On an idle
+    /// session with an empty inbox this does nothing at all.
+    pub fn cancel(&self, keep_inbox: bool) {
+        if let RunState::Running { cancel, .. } =
+            &*self.run_state.lock().unwrap_or_else(|e| e.into_inner())
+        {
+            cancel.cancel();
+        }
+        if !keep_inbox {
+            self.discard_inbox("cancelled by the user");
+        }
+    }
+
+    /// Drops every queued input; prompts get a `cancelled` receipt.
+    pub fn discard_inbox(&self, reason: &str) {
+        let drained: Vec<PendingInput> = {
+            let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            let mut all: Vec<PendingInput> = inbox.next_turn.drain(..).collect();
+            all.extend(inbox.next_step.drain(..));
+            all
+        };
+        for input in drained {
+            self.discard(input, reason);
+        }
+    }
+
+    /// Drops one input with a reason, answering its receipt.
+    pub fn discard(&self, input: PendingInput, reason: &str) {
+        self.log.append(Event::InputDiscarded {
+            message_id: input.message_id,
+            reason: reason.to_string(),
+        });
+        if let Some(receipt) = input.receipt {
+            let _ = receipt.send(TurnReceipt {
+                turn_id: None,
+                stop_reason: StopReason::Cancelled,
+                message: Some(format!(
+                    "prompt discarded before its turn started: {reason}"
+                )),
+                usage: Usage::default(),
+            });
+        }
+    }
+
+    pub fn queued_prompts(&self) -> usize {
+        self.inbox
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .next_turn
+            .len()
+    }
+}

@@ -3,3 +3,4 @@
 //! events, everything it asks for is a call on the core's `Daemon`.
 
 pub mod lsp;
+pub mod updates;

@@ -78,7 +78,11 @@ pub enum StreamEvent {
     /// A fragment of reasoning (`reasoning_content`, Anthropic `thinking`).
     ThoughtDelta(String),
     /// The model started a tool call (first delta of that call).
-    ToolCallStarted { index: usize, id: String, name: String },
+    ToolCallStarted {
+        index: usize,
+        id: String,
+        name: String,
+    },
     /// The stream finished normally. Always the last item.
     Completed(Completion),
 }
@@ -162,4 +166,10 @@ pub trait Provider: Send + Sync {
     /// answered with a success status. Errors before the first byte of the
     /// body (connect, non-2xx) are returned here.
     async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError>;
+}
+
+/// The provider a model configuration names.
+pub fn from_config(config: &crate::config::ModelConfig) -> std::sync::Arc<dyn Provider> {
+    let _ = config;
+    todo!("provider helper")
 }

@@ -7,12 +7,28 @@ pub struct ListFiles;
 
 #[async_trait::async_trait]
 impl Tool for ListFiles {
-    fn name(&self) -> &'static str { "list_files" }
-    fn description(&self) -> &'static str { todo!() }
-    fn parameters(&self) -> Value { todo!() }
-    fn mode(&self) -> ExecMode { ExecMode::Parallel }
-    fn approval(&self) -> ApprovalClass { ApprovalClass::Read }
-    fn kind(&self) -> &'static str { "search" }
-    fn title(&self, _args: &Value) -> String { todo!() }
-    async fn run(&self, _args: Value, _ctx: &ToolContext) -> Result<String, ToolError> { todo!() }
+    fn name(&self) -> &'static str {
+        "list_files"
+    }
+    fn description(&self) -> &'static str {
+        todo!()
+    }
+    fn parameters(&self) -> Value {
+        todo!()
+    }
+    fn mode(&self) -> ExecMode {
+        ExecMode::Parallel
+    }
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::Read
+    }
+    fn kind(&self) -> &'static str {
+        "search"
+    }
+    fn title(&self, _args: &Value) -> String {
+        todo!()
+    }
+    async fn run(&self, _args: Value, _ctx: &ToolContext) -> Result<String, ToolError> {
+        todo!()
+    }
 }

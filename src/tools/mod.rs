@@ -60,7 +60,10 @@ impl ToolError {
 
 /// Parses a tool's arguments, turning serde's message (which names the
 /// field) into an error the model can correct.
-pub fn parse_args<T: serde::de::DeserializeOwned>(tool: &str, args: &Value) -> Result<T, ToolError> {
+pub fn parse_args<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    args: &Value,
+) -> Result<T, ToolError> {
     serde_json::from_value(args.clone())
         .map_err(|e| ToolError(format!("invalid arguments for {tool}: {e}")))
 }

@@ -7,12 +7,28 @@ pub struct ReadFile;
 
 #[async_trait::async_trait]
 impl Tool for ReadFile {
-    fn name(&self) -> &'static str { "read_file" }
-    fn description(&self) -> &'static str { todo!() }
-    fn parameters(&self) -> Value { todo!() }
-    fn mode(&self) -> ExecMode { ExecMode::Parallel }
-    fn approval(&self) -> ApprovalClass { ApprovalClass::Read }
-    fn kind(&self) -> &'static str { "read" }
-    fn title(&self, _args: &Value) -> String { todo!() }
-    async fn run(&self, _args: Value, _ctx: &ToolContext) -> Result<String, ToolError> { todo!() }
+    fn name(&self) -> &'static str {
+        "read_file"
+    }
+    fn description(&self) -> &'static str {
+        todo!()
+    }
+    fn parameters(&self) -> Value {
+        todo!()
+    }
+    fn mode(&self) -> ExecMode {
+        ExecMode::Parallel
+    }
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::Read
+    }
+    fn kind(&self) -> &'static str {
+        "read"
+    }
+    fn title(&self, _args: &Value) -> String {
+        todo!()
+    }
+    async fn run(&self, _args: Value, _ctx: &ToolContext) -> Result<String, ToolError> {
+        todo!()
+    }
 }

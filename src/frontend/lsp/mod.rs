@@ -1,3 +1,187 @@
-//! The LSP frontend: tower-lsp behind tandem's own frame reader.
+//! The LSP frontend: tower-lsp behind tandem's own frame reader and writer.
+//!
+//! ```text
+//! stdin ─► FrameReader ─► (well-formed only) ─► duplex ─► tower-lsp ─► duplex ─► forwarder ─┐
+//!              └─ bad frame: error response ─────────────────────────────────────────────────┤
+//!   session events ─► LspSink ─► tandem/update notification ─────────────────────────────────┤
+//!                                                                                  Outbound ─► stdout
+//! ```
+//!
+//! Invariant: one writer task owns stdout and writes frames in the order
+//! they were queued. A session's updates are queued synchronously as its
+//! events are logged, before the driver hands the turn's receipt to the
+//! `tandem/prompt` handler — so every update of a turn precedes that turn's
+//! response, which has to travel through tower-lsp to reach the same queue.
 
 pub mod framing;
+pub mod server;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+use tower_lsp::Server;
+
+use self::framing::{encode, Frame, FrameReader};
+use crate::core::daemon::{Daemon, DaemonOptions};
+use crate::core::log::{Durability, EventSink, LoggedEvent};
+use crate::frontend::updates::update_params;
+
+/// What the writer task is asked to do.
+enum Outbound {
+    /// A JSON-RPC message body to frame and write.
+    Frame(Vec<u8>),
+    /// Write everything queued so far, then stop.
+    Close(oneshot::Sender<()>),
+}
+
+/// The queue in front of stdout.
+#[derive(Clone)]
+pub struct OutboundQueue(mpsc::UnboundedSender<Outbound>);
+
+impl OutboundQueue {
+    pub fn send_body(&self, body: Vec<u8>) {
+        // The writer only stops at shutdown, when nothing more is owed.
+        let _ = self.0.send(Outbound::Frame(body));
+    }
+
+    pub fn send_json(&self, value: &serde_json::Value) {
+        match serde_json::to_vec(value) {
+            Ok(body) => self.send_body(body),
+            Err(e) => tracing::error!("cannot serialize outgoing message: {e}"),
+        }
+    }
+}
+
+/// Turns session events into `tandem/update` notifications.
+struct LspSink {
+    out: OutboundQueue,
+}
+
+impl EventSink for LspSink {
+    fn on_event(&self, session_id: &str, event: &LoggedEvent) {
+        let Some(params) = update_params(session_id, event) else {
+            return;
+        };
+        let message = serde_json::json!({
+            "jsonrpc": "2.0",
+            "method": "tandem/update",
+            "params": params,
+        });
+        self.out.send_json(&message);
+    }
+}
+
+async fn write_frames<W: AsyncWrite + Unpin>(
+    mut stdout: W,
+    mut rx: mpsc::UnboundedReceiver<Outbound>,
+) {
+    while let Some(item) = rx.recv().await {
+        match item {
+            Outbound::Frame(body) => {
+                let frame = encode(&body);
+                if let Err(e) = stdout.write_all(&frame).await {
+                    tracing::error!("cannot write to stdout: {e}");
+                    return;
+                }
+                // Flush when nothing else is waiting, so bursts share a
+                // flush but no frame waits for the next one.
+                if rx.is_empty() {
+                    if let Err(e) = stdout.flush().await {
+                        tracing::error!("cannot flush stdout: {e}");
+                        return;
+                    }
+                }
+            }
+            Outbound::Close(done) => {
+                let _ = stdout.flush().await;
+                let _ = done.send(());
+                return;
+            }
+        }
+    }
+    let _ = stdout.flush().await;
+}
+
+/// How the LSP session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LspEnd {
+    /// `exit` after `shutdown`, or EOF on stdin.
+    Clean,
+    /// `exit` without `shutdown` (LSP says: exit code 1).
+    ExitWithoutShutdown,
+}
+
+/// Serves LSP on the given streams until `exit` or EOF.
+pub async fn serve<R, W>(stdin: R, stdout: W, home: PathBuf, durability: Durability) -> LspEnd
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, rx) = mpsc::unbounded_channel();
+    let out = OutboundQueue(tx.clone());
+    let writer = tokio::spawn(write_frames(stdout, rx));
+
+    let daemon = Daemon::new(DaemonOptions {
+        home,
+        durability,
+        sink: Arc::new(LspSink { out: out.clone() }),
+    });
+    let shutdown_requested = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (service, socket) = server::build_service(daemon.clone(), shutdown_requested.clone());
+
+    // tower-lsp reads only well-formed frames from us, and what it writes
+    // is read back, unframed, and queued for the one stdout writer.
+    let (mut to_lsp, lsp_stdin) = tokio::io::duplex(1 << 20);
+    let (lsp_stdout, from_lsp) = tokio::io::duplex(1 << 20);
+    tokio::spawn(
+        Server::new(lsp_stdin, lsp_stdout, socket)
+            // A `tandem/prompt` is answered when its turn ends; with the
+            // default limit of 4 in-flight requests, four queued prompts
+            // would stall every other request, `shutdown` included.
+            .concurrency_level(4096)
+            .serve(service),
+    );
+    let forward_out = out.clone();
+    tokio::spawn(async move {
+        let mut reader = FrameReader::new(from_lsp);
+        while let Some(frame) = reader.next().await {
+            match frame {
+                Frame::Message { body, .. } => forward_out.send_body(body),
+                Frame::Invalid(e) => tracing::error!("tower-lsp wrote a bad frame: {e}"),
+            }
+        }
+    });
+
+    let mut reader = FrameReader::new(stdin);
+    let mut end = LspEnd::Clean;
+    while let Some(frame) = reader.next().await {
+        match frame {
+            Frame::Invalid(error) => {
+                tracing::warn!("bad input frame: {error}");
+                out.send_json(&error.to_response());
+            }
+            Frame::Message { body, value } => {
+                let is_exit = value.get("method").and_then(|m| m.as_str()) == Some("exit");
+                if is_exit {
+                    if !shutdown_requested.load(std::sync::atomic::Ordering::SeqCst) {
+                        end = LspEnd::ExitWithoutShutdown;
+                    }
+                    break;
+                }
+                if let Err(e) = to_lsp.write_all(&encode(&body)).await {
+                    tracing::error!("LSP service stopped reading: {e}");
+                    break;
+                }
+            }
+        }
+    }
+    tracing::info!("LSP input ended ({end:?}); shutting down");
+    daemon.shutdown().await;
+    let (done_tx, done_rx) = oneshot::channel();
+    let _ = tx.send(Outbound::Close(done_tx));
+    let _ = done_rx.await;
+    let _ = writer.await;
+    end
+}

@@ -1,0 +1,371 @@
+//! The tower-lsp service: the standard lifecycle, document sync into the
+//! buffer cache, and the `tandem/*` extension methods.
+//!
+//! Invariant: handlers only translate — wire params to core calls, core
+//! results and errors to wire results and JSON-RPC errors. Session updates do
+//! not pass through here (see `LspSink`); tower-lsp's `Client` is kept for
+//! requests to the editor, whose answers tower-lsp matches for us.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tower_lsp::jsonrpc::{Error, ErrorCode, Result};
+use tower_lsp::lsp_types::*;
+use tower_lsp::{Client, ClientSocket, LanguageServer, LspService};
+
+use crate::buffers::{self, PositionEncoding, TextChange};
+use crate::core::daemon::{file_uri_to_path, Daemon, DaemonError, NewSession};
+use crate::frontend::updates::{prompt_result, user_content};
+use crate::protocol::{
+    error_code, CancelParams, ClientTandemCapabilities, NewSessionParams, NewSessionResult,
+    PromptParams, PromptResult, SteerParams, SteerResult, PROTOCOL_VERSION,
+};
+
+pub struct Backend {
+    #[allow(dead_code)]
+    client: Client,
+    daemon: Arc<Daemon>,
+    shutdown_requested: Arc<AtomicBool>,
+    client_caps: std::sync::Mutex<ClientTandemCapabilities>,
+}
+
+/// Builds the service with tandem's extension methods.
+pub fn build_service(
+    daemon: Arc<Daemon>,
+    shutdown_requested: Arc<AtomicBool>,
+) -> (LspService<Backend>, ClientSocket) {
+    LspService::build(move |client| Backend {
+        client,
+        daemon,
+        shutdown_requested,
+        client_caps: std::sync::Mutex::new(ClientTandemCapabilities::default()),
+    })
+    .custom_method("tandem/newSession", Backend::new_session)
+    .custom_method("tandem/prompt", Backend::prompt)
+    .custom_method("tandem/steer", Backend::steer)
+    .custom_method("tandem/cancel", Backend::cancel)
+    .finish()
+}
+
+fn daemon_error(error: DaemonError) -> Error {
+    match error {
+        DaemonError::UnknownSession(id) => Error {
+            code: ErrorCode::ServerError(error_code::UNKNOWN_SESSION),
+            message: format!("unknown session `{id}`").into(),
+            data: Some(json!({ "sessionId": id })),
+        },
+        DaemonError::Config(e) => Error {
+            code: ErrorCode::ServerError(error_code::INVALID_CONFIG),
+            message: e.to_string().into(),
+            data: None,
+        },
+        DaemonError::Storage(message) => Error {
+            code: ErrorCode::ServerError(error_code::SESSION_STORAGE),
+            message: message.into(),
+            data: None,
+        },
+    }
+}
+
+fn uri_path(uri: &Url) -> Option<PathBuf> {
+    uri.to_file_path()
+        .ok()
+        .or_else(|| file_uri_to_path(uri.as_str()))
+}
+
+/// A folder given as a `file://` URI or an absolute path.
+fn folder_path(folder: &str) -> Option<PathBuf> {
+    if folder.starts_with("file://") {
+        return Url::parse(folder)
+            .ok()
+            .and_then(|u| u.to_file_path().ok())
+            .or_else(|| file_uri_to_path(folder));
+    }
+    let path = PathBuf::from(folder);
+    path.is_absolute().then_some(path)
+}
+
+fn negotiate_encoding(params: &InitializeParams) -> PositionEncoding {
+    let offered = params
+        .capabilities
+        .general
+        .as_ref()
+        .and_then(|g| g.position_encodings.as_ref());
+    // The client lists encodings in order of preference; take the first we
+    // support. Without a list, LSP says UTF-16.
+    for kind in offered.into_iter().flatten() {
+        match kind.as_str() {
+            "utf-8" => return PositionEncoding::Utf8,
+            "utf-16" => return PositionEncoding::Utf16,
+            "utf-32" => return PositionEncoding::Utf32,
+            _ => {}
+        }
+    }
+    PositionEncoding::Utf16
+}
+
+fn encoding_kind(encoding: PositionEncoding) -> PositionEncodingKind {
+    match encoding {
+        PositionEncoding::Utf8 => PositionEncodingKind::UTF8,
+        PositionEncoding::Utf16 => PositionEncodingKind::UTF16,
+        PositionEncoding::Utf32 => PositionEncodingKind::UTF32,
+    }
+}
+
+fn text_change(change: TextDocumentContentChangeEvent) -> TextChange {
+    TextChange {
+        range: change.range.map(|r| buffers::Range {
+            start: buffers::Position {
+                line: r.start.line,
+                character: r.start.character,
+            },
+            end: buffers::Position {
+                line: r.end.line,
+                character: r.end.character,
+            },
+        }),
+        text: change.text,
+    }
+}
+
+#[tower_lsp::async_trait]
+impl LanguageServer for Backend {
+    async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        let encoding = negotiate_encoding(&params);
+        self.daemon.buffers().set_encoding(encoding);
+
+        let mut roots: Vec<PathBuf> = params
+            .workspace_folders
+            .iter()
+            .flatten()
+            .filter_map(|f| uri_path(&f.uri))
+            .collect();
+        #[allow(deprecated)]
+        if roots.is_empty() {
+            if let Some(root) = params.root_uri.as_ref().and_then(uri_path) {
+                roots.push(root);
+            }
+        }
+        self.daemon.workspace().set_roots(roots);
+
+        if let Some(tandem) = params
+            .capabilities
+            .experimental
+            .as_ref()
+            .and_then(|e| e.get("tandem"))
+        {
+            let caps: ClientTandemCapabilities =
+                serde_json::from_value(tandem.clone()).map_err(|e| {
+                    Error::invalid_params(format!("capabilities.experimental.tandem: {e}"))
+                })?;
+            *self.client_caps.lock().unwrap_or_else(|e| e.into_inner()) = caps;
+        }
+        if let Some(options) = params.initialization_options {
+            self.daemon
+                .set_init_options(options)
+                .map_err(|e| Error::invalid_params(format!("initializationOptions: {e}")))?;
+        }
+
+        Ok(InitializeResult {
+            server_info: Some(ServerInfo {
+                name: "tandem".to_string(),
+                version: Some(env!("CARGO_PKG_VERSION").to_string()),
+            }),
+            capabilities: ServerCapabilities {
+                position_encoding: Some(encoding_kind(encoding)),
+                text_document_sync: Some(TextDocumentSyncCapability::Options(
+                    TextDocumentSyncOptions {
+                        open_close: Some(true),
+                        change: Some(TextDocumentSyncKind::INCREMENTAL),
+                        will_save: None,
+                        will_save_wait_until: None,
+                        save: Some(TextDocumentSyncSaveOptions::SaveOptions(SaveOptions {
+                            include_text: Some(true),
+                        })),
+                    },
+                )),
+                workspace: Some(WorkspaceServerCapabilities {
+                    workspace_folders: Some(WorkspaceFoldersServerCapabilities {
+                        supported: Some(true),
+                        change_notifications: Some(OneOf::Left(true)),
+                    }),
+                    file_operations: None,
+                }),
+                experimental: Some(json!({
+                    "tandem": {
+                        "protocolVersion": PROTOCOL_VERSION,
+                        "methods": ["tandem/newSession", "tandem/prompt", "tandem/steer", "tandem/cancel"],
+                        "notifications": ["tandem/update"],
+                    }
+                })),
+                ..ServerCapabilities::default()
+            },
+        })
+    }
+
+    async fn initialized(&self, _: InitializedParams) {
+        tracing::info!("client initialized");
+    }
+
+    async fn shutdown(&self) -> Result<()> {
+        self.shutdown_requested.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    async fn did_open(&self, params: DidOpenTextDocumentParams) {
+        let doc = params.text_document;
+        match uri_path(&doc.uri) {
+            Some(path) => self.daemon.buffers().open(path, doc.version, &doc.text),
+            None => tracing::debug!(uri = %doc.uri, "ignoring a document that is not a file"),
+        }
+    }
+
+    async fn did_change(&self, params: DidChangeTextDocumentParams) {
+        let Some(path) = uri_path(&params.text_document.uri) else {
+            return;
+        };
+        let changes: Vec<TextChange> = params
+            .content_changes
+            .into_iter()
+            .map(text_change)
+            .collect();
+        if let Err(e) = self
+            .daemon
+            .buffers()
+            .change(&path, params.text_document.version, &changes)
+        {
+            // The editor and the cache disagree now; the agent would read a
+            // stale buffer, so say so loudly.
+            tracing::error!(uri = %params.text_document.uri, "didChange not applied: {e}");
+        }
+    }
+
+    async fn did_close(&self, params: DidCloseTextDocumentParams) {
+        if let Some(path) = uri_path(&params.text_document.uri) {
+            self.daemon.buffers().close(&path);
+        }
+    }
+
+    async fn did_save(&self, params: DidSaveTextDocumentParams) {
+        if let Some(path) = uri_path(&params.text_document.uri) {
+            self.daemon.buffers().saved(&path, params.text.as_deref());
+        }
+    }
+
+    async fn did_change_workspace_folders(&self, params: DidChangeWorkspaceFoldersParams) {
+        let workspace = self.daemon.workspace();
+        for removed in params.event.removed {
+            if let Some(path) = uri_path(&removed.uri) {
+                workspace.remove_root(&path);
+            }
+        }
+        for added in params.event.added {
+            if let Some(path) = uri_path(&added.uri) {
+                workspace.add_root(path);
+            }
+        }
+    }
+}
+
+struct WithdrawOnDrop {
+    daemon: Arc<Daemon>,
+    session_id: String,
+    message_id: String,
+    armed: bool,
+}
+
+impl Drop for WithdrawOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Ok(session) = self.daemon.session(&self.session_id) {
+                session.withdraw_prompt(&self.message_id);
+            }
+        }
+    }
+}
+
+impl Backend {
+    async fn new_session(&self, params: NewSessionParams) -> Result<NewSessionResult> {
+        let workspace_folder = match &params.workspace_folder {
+            Some(folder) => Some(folder_path(folder).ok_or_else(|| {
+                Error::invalid_params(format!(
+                    "workspaceFolder: `{folder}` is neither a file:// URI nor an absolute path"
+                ))
+            })?),
+            None => None,
+        };
+        if let Some(config) = &params.config {
+            if !config.is_object() {
+                return Err(Error::invalid_params("config: expected an object"));
+            }
+        }
+        let session = self
+            .daemon
+            .new_session(NewSession {
+                workspace_folder,
+                title: params.title,
+                config: params.config,
+            })
+            .map_err(daemon_error)?;
+        Ok(NewSessionResult {
+            session_id: session.id.clone(),
+        })
+    }
+
+    async fn prompt(&self, params: PromptParams) -> Result<PromptResult> {
+        if params.prompt.is_empty() {
+            return Err(Error::invalid_params(
+                "prompt: expected at least one content block",
+            ));
+        }
+        let (message_id, receipt) = self
+            .daemon
+            .prompt(&params.session_id, user_content(params.prompt))
+            .map_err(daemon_error)?;
+        // tower-lsp drops this future when the editor sends `$/cancelRequest`
+        // for the prompt; the guard then withdraws the prompt, so cancelling
+        // the request cancels its turn instead of leaving it running unseen.
+        let mut guard = WithdrawOnDrop {
+            daemon: self.daemon.clone(),
+            session_id: params.session_id.clone(),
+            message_id,
+            armed: true,
+        };
+        let receipt = receipt.await;
+        guard.armed = false;
+        match receipt {
+            Ok(receipt) => Ok(prompt_result(receipt)),
+            Err(_) => Err(Error {
+                code: ErrorCode::InternalError,
+                message: "the session stopped before the turn ended".into(),
+                data: None,
+            }),
+        }
+    }
+
+    async fn steer(&self, params: SteerParams) -> Result<SteerResult> {
+        if params.prompt.is_empty() {
+            return Err(Error::invalid_params(
+                "prompt: expected at least one content block",
+            ));
+        }
+        let message_id = self
+            .daemon
+            .steer(&params.session_id, user_content(params.prompt), params.wake)
+            .map_err(daemon_error)?;
+        Ok(SteerResult { message_id })
+    }
+
+    async fn cancel(&self, params: Value) {
+        match serde_json::from_value::<CancelParams>(params) {
+            Ok(params) => {
+                if let Err(e) = self.daemon.cancel(&params.session_id, params.keep_inbox) {
+                    tracing::warn!("tandem/cancel: {e}");
+                }
+            }
+            Err(e) => tracing::warn!("tandem/cancel with bad params: {e}"),
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! Conversions between the core's types and the wire's, shared by every
+//! frontend: session events become `session/update`-shaped updates, wire
+//! prompts become user content, receipts become prompt results.
+
+use crate::core::event::{Event, InputQueue, ToolStatus, Usage, UserContent};
+use crate::core::log::LoggedEvent;
+use crate::core::session::TurnReceipt;
+use crate::protocol::{
+    ContentBlock, EmbeddedResource, PromptResult, SessionUpdate, ToolCallContent, UpdateParams,
+    WireUsage,
+};
+
+pub fn wire_usage(usage: &Usage) -> WireUsage {
+    WireUsage {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cached_tokens: usage.cached_tokens,
+    }
+}
+
+fn text_block(text: &str) -> ContentBlock {
+    ContentBlock::Text {
+        text: text.to_string(),
+    }
+}
+
+fn wire_content(content: &[UserContent]) -> Vec<ContentBlock> {
+    content
+        .iter()
+        .map(|block| match block {
+            UserContent::Text { text } => text_block(text),
+            UserContent::Resource { uri, text } => ContentBlock::Resource {
+                resource: EmbeddedResource {
+                    uri: uri.clone(),
+                    text: text.clone(),
+                    mime_type: None,
+                },
+            },
+        })
+        .collect()
+}
+
+/// Wire prompt content to the core's.
+pub fn user_content(prompt: Vec<ContentBlock>) -> Vec<UserContent> {
+    prompt
+        .into_iter()
+        .map(|block| match block {
+            ContentBlock::Text { text } => UserContent::Text { text },
+            ContentBlock::ResourceLink { uri, .. } => UserContent::Resource { uri, text: None },
+            ContentBlock::Resource { resource } => UserContent::Resource {
+                uri: resource.uri,
+                text: resource.text,
+            },
+        })
+        .collect()
+}
+
+/// The ACP status string of a finished tool call.
+fn tool_status(status: ToolStatus) -> &'static str {
+    match status {
+        ToolStatus::Completed => "completed",
+        ToolStatus::Failed | ToolStatus::Aborted | ToolStatus::NotRun | ToolStatus::Rejected => {
+            "failed"
+        }
+    }
+}
+
+/// The update an editor sees for an event; `None` for bookkeeping events.
+pub fn session_update(event: &Event) -> Option<SessionUpdate> {
+    let update = match event {
+        Event::UserMessage {
+            message_id,
+            content,
+            ..
+        } => SessionUpdate::UserMessage {
+            message_id: message_id.clone(),
+            content: wire_content(content),
+        },
+        Event::AssistantChunk { text, .. } => SessionUpdate::AgentMessageChunk {
+            content: text_block(text),
+        },
+        Event::ThoughtChunk { text, .. } => SessionUpdate::AgentThoughtChunk {
+            content: text_block(text),
+        },
+        Event::AttemptFailed {
+            retry: true,
+            streamed: true,
+            ..
+        } => SessionUpdate::AgentMessageReset {},
+        Event::ToolCall {
+            call_id,
+            arguments,
+            title,
+            kind,
+            ..
+        } => SessionUpdate::ToolCall {
+            tool_call_id: call_id.clone(),
+            title: title.clone(),
+            kind: kind.clone(),
+            status: "pending".to_string(),
+            raw_input: arguments.clone(),
+        },
+        Event::ToolStarted { call_id, .. } => SessionUpdate::ToolCallUpdate {
+            tool_call_id: call_id.clone(),
+            status: Some("in_progress".to_string()),
+            content: Vec::new(),
+        },
+        Event::ToolResult {
+            call_id,
+            status,
+            output,
+            ..
+        } => SessionUpdate::ToolCallUpdate {
+            tool_call_id: call_id.clone(),
+            status: Some(tool_status(*status).to_string()),
+            content: vec![ToolCallContent::Content {
+                content: text_block(output),
+            }],
+        },
+        Event::UsageUpdate {
+            call,
+            turn,
+            session,
+            ..
+        } => SessionUpdate::Usage {
+            call: Some(wire_usage(call)),
+            turn: wire_usage(turn),
+            session: wire_usage(session),
+        },
+        Event::TurnEnd {
+            stop_reason,
+            message,
+            usage,
+            ..
+        } => SessionUpdate::TurnEnd {
+            stop_reason: stop_reason.as_str().to_string(),
+            message: message.clone(),
+            usage: wire_usage(usage),
+        },
+        Event::InputQueued {
+            message_id, queue, ..
+        } => SessionUpdate::InputStatus {
+            message_ids: vec![message_id.clone()],
+            status: "pending".to_string(),
+            queue: Some(
+                match queue {
+                    InputQueue::NextTurn => "next_turn",
+                    InputQueue::NextStep => "next_step",
+                }
+                .to_string(),
+            ),
+            reason: None,
+        },
+        Event::InputClaimed { message_ids, .. } => SessionUpdate::InputStatus {
+            message_ids: message_ids.clone(),
+            status: "claimed".to_string(),
+            queue: None,
+            reason: None,
+        },
+        Event::InputDiscarded { message_id, reason } => SessionUpdate::InputStatus {
+            message_ids: vec![message_id.clone()],
+            status: "discarded".to_string(),
+            queue: None,
+            reason: Some(reason.clone()),
+        },
+        Event::TurnStart { .. }
+        | Event::HistoryRepaired { .. }
+        | Event::LoopDetected { .. }
+        | Event::StepStart { .. }
+        | Event::AssistantMessage { .. }
+        | Event::AttemptFailed { .. }
+        | Event::StepEnd { .. } => return None,
+    };
+    Some(update)
+}
+
+/// The `tandem/update` params for a logged event, if editors see it.
+pub fn update_params(session_id: &str, event: &LoggedEvent) -> Option<UpdateParams> {
+    let update = session_update(&event.event)?;
+    Some(UpdateParams {
+        session_id: session_id.to_string(),
+        turn_id: event.event.turn_id().map(str::to_string),
+        update,
+    })
+}
+
+pub fn prompt_result(receipt: TurnReceipt) -> PromptResult {
+    PromptResult {
+        turn_id: receipt.turn_id,
+        stop_reason: receipt.stop_reason.as_str().to_string(),
+        message: receipt.message,
+        usage: wire_usage(&receipt.usage),
+    }
+}
