@@ -10,6 +10,7 @@
 //! Invariant: providers hold no session state and never retry; retry,
 //! timeouts between chunks and recovery belong to the driver.
 
+mod http;
 pub mod openai;
 
 use std::time::Duration;
@@ -78,7 +79,11 @@ pub enum StreamEvent {
     /// A fragment of reasoning (`reasoning_content`, Anthropic `thinking`).
     ThoughtDelta(String),
     /// The model started a tool call (first delta of that call).
-    ToolCallStarted { index: usize, id: String, name: String },
+    ToolCallStarted {
+        index: usize,
+        id: String,
+        name: String,
+    },
     /// The stream finished normally. Always the last item.
     Completed(Completion),
 }
