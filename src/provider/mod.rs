@@ -10,6 +10,7 @@
 //! Invariant: providers hold no session state and never retry; retry,
 //! timeouts between chunks and recovery belong to the driver.
 
+mod http;
 pub mod openai;
 
 use std::time::Duration;
