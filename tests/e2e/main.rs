@@ -3,4 +3,6 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod agent_loop;
+mod lsp_wire;
 mod provider_openai;

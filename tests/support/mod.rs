@@ -2,6 +2,7 @@
 //! `#[path = "../support/mod.rs"] mod support;`.
 #![allow(dead_code)]
 
+pub mod client;
 pub mod model_server;
 
 use std::time::Duration;

@@ -69,6 +69,37 @@ fn daemon_error(error: DaemonError) -> Error {
     }
 }
 
+/// Runs a handler body so that a panic becomes a `-32603` answer instead of
+/// taking down tower-lsp's serve loop (and with it every session).
+async fn guarded<T>(what: &str, body: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(body).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => {
+            let detail = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!("{what} panicked: {detail}");
+            Err(Error {
+                code: ErrorCode::InternalError,
+                message: format!("internal error in {what}: {detail}").into(),
+                data: None,
+            })
+        }
+    }
+}
+
+/// [`guarded`] for notifications, which have no answer to carry the error.
+async fn guarded_notification(what: &str, body: impl std::future::Future<Output = ()>) {
+    let _ = guarded(what, async {
+        body.await;
+        Ok(())
+    })
+    .await;
+}
+
 fn uri_path(uri: &Url) -> Option<PathBuf> {
     uri.to_file_path()
         .ok()
@@ -133,6 +164,7 @@ fn text_change(change: TextDocumentContentChangeEvent) -> TextChange {
 #[tower_lsp::async_trait]
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        guarded("initialize", async move {
         let encoding = negotiate_encoding(&params);
         self.daemon.buffers().set_encoding(encoding);
 
@@ -203,6 +235,7 @@ impl LanguageServer for Backend {
                 ..ServerCapabilities::default()
             },
         })
+    }).await
     }
 
     async fn initialized(&self, _: InitializedParams) {
@@ -215,14 +248,17 @@ impl LanguageServer for Backend {
     }
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
+        guarded_notification("textDocument/didOpen", async move {
         let doc = params.text_document;
         match uri_path(&doc.uri) {
             Some(path) => self.daemon.buffers().open(path, doc.version, &doc.text),
             None => tracing::debug!(uri = %doc.uri, "ignoring a document that is not a file"),
         }
+    }).await
     }
 
     async fn did_change(&self, params: DidChangeTextDocumentParams) {
+        guarded_notification("textDocument/didChange", async move {
         let Some(path) = uri_path(&params.text_document.uri) else {
             return;
         };
@@ -240,21 +276,27 @@ impl LanguageServer for Backend {
             // stale buffer, so say so loudly.
             tracing::error!(uri = %params.text_document.uri, "didChange not applied: {e}");
         }
+    }).await
     }
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
+        guarded_notification("textDocument/didClose", async move {
         if let Some(path) = uri_path(&params.text_document.uri) {
             self.daemon.buffers().close(&path);
         }
+    }).await
     }
 
     async fn did_save(&self, params: DidSaveTextDocumentParams) {
+        guarded_notification("textDocument/didSave", async move {
         if let Some(path) = uri_path(&params.text_document.uri) {
             self.daemon.buffers().saved(&path, params.text.as_deref());
         }
+    }).await
     }
 
     async fn did_change_workspace_folders(&self, params: DidChangeWorkspaceFoldersParams) {
+        guarded_notification("workspace/didChangeWorkspaceFolders", async move {
         let workspace = self.daemon.workspace();
         for removed in params.event.removed {
             if let Some(path) = uri_path(&removed.uri) {
@@ -266,6 +308,7 @@ impl LanguageServer for Backend {
                 workspace.add_root(path);
             }
         }
+    }).await
     }
 }
 
@@ -288,6 +331,7 @@ impl Drop for WithdrawOnDrop {
 
 impl Backend {
     async fn new_session(&self, params: NewSessionParams) -> Result<NewSessionResult> {
+        guarded("tandem/newSession", async move {
         let workspace_folder = match &params.workspace_folder {
             Some(folder) => Some(folder_path(folder).ok_or_else(|| {
                 Error::invalid_params(format!(
@@ -312,9 +356,11 @@ impl Backend {
         Ok(NewSessionResult {
             session_id: session.id.clone(),
         })
+    }).await
     }
 
     async fn prompt(&self, params: PromptParams) -> Result<PromptResult> {
+        guarded("tandem/prompt", async move {
         if params.prompt.is_empty() {
             return Err(Error::invalid_params(
                 "prompt: expected at least one content block",
@@ -343,9 +389,11 @@ impl Backend {
                 data: None,
             }),
         }
+    }).await
     }
 
     async fn steer(&self, params: SteerParams) -> Result<SteerResult> {
+        guarded("tandem/steer", async move {
         if params.prompt.is_empty() {
             return Err(Error::invalid_params(
                 "prompt: expected at least one content block",
@@ -356,9 +404,11 @@ impl Backend {
             .steer(&params.session_id, user_content(params.prompt), params.wake)
             .map_err(daemon_error)?;
         Ok(SteerResult { message_id })
+    }).await
     }
 
     async fn cancel(&self, params: Value) {
+        guarded_notification("tandem/cancel", async move {
         match serde_json::from_value::<CancelParams>(params) {
             Ok(params) => {
                 if let Err(e) = self.daemon.cancel(&params.session_id, params.keep_inbox) {
@@ -367,5 +417,6 @@ impl Backend {
             }
             Err(e) => tracing::warn!("tandem/cancel with bad params: {e}"),
         }
+    }).await
     }
 }
