@@ -162,8 +162,12 @@ async fn status_error(response: reqwest::Response) -> ProviderError {
     let retry_after = retry_after(response.headers(), SystemTime::now());
     let body = response.text().await.unwrap_or_default();
     let server_message = server_message(&body);
-    let reason = status.canonical_reason().unwrap_or("");
-    let mut message = format!("model server returned HTTP {} {reason}", status.as_u16());
+    let mut message = format!("model server returned HTTP {}", status.as_u16());
+    // 529 and other non-standard statuses have no canonical reason.
+    if let Some(reason) = status.canonical_reason() {
+        message.push(' ');
+        message.push_str(reason);
+    }
     if !server_message.is_empty() {
         message.push_str(": ");
         message.push_str(&server_message);

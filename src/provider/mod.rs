@@ -10,15 +10,18 @@
 //! Invariant: providers hold no session state and never retry; retry,
 //! timeouts between chunks and recovery belong to the driver.
 
+pub mod anthropic;
 mod http;
 pub mod openai;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::BoxStream;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::config::{ModelConfig, ProviderKind};
 use crate::core::event::{FinishReason, Thinking, ToolCallRequest, Usage};
 
 /// One message of the model's context, in provider-neutral form.
@@ -169,12 +172,10 @@ pub trait Provider: Send + Sync {
     async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError>;
 }
 
-/// The provider a model configuration names.
-pub fn from_config(config: &crate::config::ModelConfig) -> std::sync::Arc<dyn Provider> {
+/// The provider a model configuration asks for.
+pub fn from_config(config: &ModelConfig) -> Arc<dyn Provider> {
     match config.provider {
-        crate::config::ProviderKind::Openai => std::sync::Arc::new(openai::OpenAiProvider::new(config)),
-        // Until the Anthropic provider lands, an Anthropic configuration is
-        // served by nothing: say so on the first call.
-        crate::config::ProviderKind::Anthropic => std::sync::Arc::new(openai::OpenAiProvider::new(config)),
+        ProviderKind::Openai => Arc::new(openai::OpenAiProvider::new(config)),
+        ProviderKind::Anthropic => Arc::new(anthropic::AnthropicProvider::new(config)),
     }
 }

@@ -5,4 +5,5 @@ mod support;
 
 mod agent_loop;
 mod lsp_wire;
+mod provider_anthropic;
 mod provider_openai;

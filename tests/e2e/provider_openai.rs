@@ -551,3 +551,17 @@ async fn dropping_a_stalled_stream_closes_the_connection() {
 
     server.wait_for_hangups(1).await;
 }
+
+#[tokio::test]
+async fn abandoning_a_request_that_got_no_answer_closes_the_connection() {
+    let (server, provider) = start().await;
+    server.push(Reply::Hang);
+    let messages = user("x");
+
+    tokio::select! {
+        _ = provider.stream(request(&messages)) => panic!("a hung server answered"),
+        _ = server.wait_for_requests(1) => {}
+    }
+
+    server.wait_for_hangups(1).await;
+}

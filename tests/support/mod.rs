@@ -94,7 +94,8 @@ pub async fn drain(mut stream: ProviderStream) -> Drained {
             error: None,
         }
     };
-    tokio::time::timeout(TEST_DEADLINE, read)
-        .await
-        .expect("provider stream did not end")
+    model_server::within_real_time(TEST_DEADLINE, read, || {
+        "the provider stream to end".to_string()
+    })
+    .await
 }
