@@ -15,6 +15,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::bridge::ClientBridge;
 use super::driver::{run_session, AdmissionHook, MaxInputChars, SessionEnv};
 use super::event::UserContent;
 use super::log::{now_rfc3339, Durability, EventSink, LogHeader, SessionLog, LOG_VERSION};
@@ -43,6 +44,8 @@ pub struct DaemonOptions {
     pub durability: Durability,
     /// Told about every event of every session.
     pub sink: Arc<dyn EventSink>,
+    /// How sessions ask the editor for permission, answers and edits.
+    pub bridge: Arc<dyn ClientBridge>,
 }
 
 /// What a new session is made with.
@@ -57,6 +60,7 @@ pub struct Daemon {
     home: PathBuf,
     durability: Durability,
     sink: Arc<dyn EventSink>,
+    bridge: Arc<dyn ClientBridge>,
     buffers: Arc<BufferCache>,
     workspace: Arc<Workspace>,
     /// `initializationOptions`, already checked.
@@ -73,6 +77,7 @@ impl Daemon {
             home: options.home,
             durability: options.durability,
             sink: options.sink,
+            bridge: options.bridge,
             buffers: Arc::new(BufferCache::new()),
             workspace: Arc::new(Workspace::default()),
             init_options: Mutex::new(Value::Null),
@@ -193,6 +198,7 @@ impl Daemon {
             workspace,
             buffers: self.buffers.clone(),
             admission,
+            bridge: self.bridge.clone(),
         };
         let projection = Projection::new(system_prompt(&roots));
         let task = tokio::spawn(run_session(session.clone(), env, projection));

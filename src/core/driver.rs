@@ -21,6 +21,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::bridge::ClientBridge;
 use super::event::{
     Event, FinishReason, StopReason, ToolCallRequest, ToolStatus, TurnId, Usage, UserContent,
 };
@@ -46,6 +47,7 @@ pub struct SessionEnv {
     pub buffers: Arc<BufferCache>,
     /// Run in order on every claimed batch.
     pub admission: Vec<Arc<dyn AdmissionHook>>,
+    pub bridge: Arc<dyn ClientBridge>,
 }
 
 /// An input claimed by a turn, as admission hooks see it.

@@ -14,6 +14,7 @@
 //! response, which has to travel through tower-lsp to reach the same queue.
 
 pub mod framing;
+pub mod outgoing;
 pub mod server;
 
 use std::path::PathBuf;
@@ -24,6 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use tower_lsp::Server;
 
 use self::framing::{encode, Frame, FrameReader};
+use self::outgoing::Outgoing;
 use crate::core::daemon::{Daemon, DaemonOptions};
 use crate::core::log::{Durability, EventSink, LoggedEvent};
 use crate::frontend::updates::update_params;
@@ -123,13 +125,15 @@ where
     let out = OutboundQueue(tx.clone());
     let writer = tokio::spawn(write_frames(stdout, rx));
 
+    let outgoing = Outgoing::new(out.clone());
     let daemon = Daemon::new(DaemonOptions {
         home,
         durability,
         sink: Arc::new(LspSink { out: out.clone() }),
+        bridge: outgoing.clone(),
     });
     let shutdown_requested = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (service, socket) = server::build_service(daemon.clone(), shutdown_requested.clone());
+    let (service, socket) = server::build_service(daemon.clone(), shutdown_requested.clone(), outgoing.clone());
 
     // tower-lsp reads only well-formed frames from us, and what it writes
     // is read back, unframed, and queued for the one stdout writer.
@@ -163,6 +167,10 @@ where
                 out.send_json(&error.to_response());
             }
             Frame::Message { body, value } => {
+                if Outgoing::is_ours(&value) {
+                    outgoing.complete(&value);
+                    continue;
+                }
                 let is_exit = value.get("method").and_then(|m| m.as_str()) == Some("exit");
                 if is_exit {
                     if !shutdown_requested.load(std::sync::atomic::Ordering::SeqCst) {
@@ -178,6 +186,7 @@ where
         }
     }
     tracing::info!("LSP input ended ({end:?}); shutting down");
+    outgoing.fail_all();
     daemon.shutdown().await;
     let (done_tx, done_rx) = oneshot::channel();
     let _ = tx.send(Outbound::Close(done_tx));

@@ -16,6 +16,8 @@ use tower_lsp::lsp_types::*;
 use tower_lsp::{Client, ClientSocket, LanguageServer, LspService};
 
 use crate::buffers::{self, PositionEncoding, TextChange};
+use super::outgoing::Outgoing;
+use crate::core::bridge::ClientAbilities;
 use crate::core::daemon::{file_uri_to_path, Daemon, DaemonError, NewSession};
 use crate::frontend::updates::{prompt_result, user_content};
 use crate::protocol::{
@@ -24,23 +26,21 @@ use crate::protocol::{
 };
 
 pub struct Backend {
-    #[allow(dead_code)]
-    client: Client,
     daemon: Arc<Daemon>,
     shutdown_requested: Arc<AtomicBool>,
-    client_caps: std::sync::Mutex<ClientTandemCapabilities>,
+    outgoing: Arc<Outgoing>,
 }
 
 /// Builds the service with tandem's extension methods.
 pub fn build_service(
     daemon: Arc<Daemon>,
     shutdown_requested: Arc<AtomicBool>,
+    outgoing: Arc<Outgoing>,
 ) -> (LspService<Backend>, ClientSocket) {
-    LspService::build(move |client| Backend {
-        client,
+    LspService::build(move |_client: Client| Backend {
         daemon,
         shutdown_requested,
-        client_caps: std::sync::Mutex::new(ClientTandemCapabilities::default()),
+        outgoing,
     })
     .custom_method("tandem/newSession", Backend::new_session)
     .custom_method("tandem/prompt", Backend::prompt)
@@ -182,18 +182,36 @@ impl LanguageServer for Backend {
         }
         self.daemon.workspace().set_roots(roots);
 
-        if let Some(tandem) = params
+        let tandem_caps: ClientTandemCapabilities = match params
             .capabilities
             .experimental
             .as_ref()
             .and_then(|e| e.get("tandem"))
         {
-            let caps: ClientTandemCapabilities =
-                serde_json::from_value(tandem.clone()).map_err(|e| {
-                    Error::invalid_params(format!("capabilities.experimental.tandem: {e}"))
-                })?;
-            *self.client_caps.lock().unwrap_or_else(|e| e.into_inner()) = caps;
-        }
+            Some(tandem) => serde_json::from_value(tandem.clone()).map_err(|e| {
+                Error::invalid_params(format!("capabilities.experimental.tandem: {e}"))
+            })?,
+            None => ClientTandemCapabilities::default(),
+        };
+        let workspace_caps = params.capabilities.workspace.as_ref();
+        let edit_caps = workspace_caps.and_then(|w| w.workspace_edit.as_ref());
+        let resource_ops = edit_caps.and_then(|e| e.resource_operations.as_ref());
+        self.outgoing.set_abilities(ClientAbilities {
+            request_permission: tandem_caps.request_permission,
+            request_user_input: tandem_caps.request_user_input,
+            apply_edit: workspace_caps.and_then(|w| w.apply_edit).unwrap_or(false)
+                && edit_caps.and_then(|e| e.document_changes).unwrap_or(false),
+            change_annotations: edit_caps.is_some_and(|e| e.change_annotation_support.is_some()),
+            resource_operations: resource_ops.is_some_and(|ops| {
+                [
+                    ResourceOperationKind::Create,
+                    ResourceOperationKind::Rename,
+                    ResourceOperationKind::Delete,
+                ]
+                .iter()
+                .all(|k| ops.contains(k))
+            }),
+        });
         if let Some(options) = params.initialization_options {
             self.daemon
                 .set_init_options(options)

@@ -1,0 +1,140 @@
+//! What the core can ask of the editor: permission, answers to questions,
+//! and edits applied to its buffers. Frontends implement [`ClientBridge`]
+//! over their wire; the core never sees JSON-RPC.
+//!
+//! Invariant: every call returns an outcome, never hangs past cancellation:
+//! when the turn's token is cancelled the frontend withdraws its request
+//! (`$/cancelRequest`) and the call returns `Cancelled`.
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// What the connected client said it can answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientAbilities {
+    pub request_permission: bool,
+    pub request_user_input: bool,
+    /// `workspace.applyEdit` with `documentChanges`.
+    pub apply_edit: bool,
+    /// `workspace.workspaceEdit.changeAnnotationSupport`.
+    pub change_annotations: bool,
+    /// `workspace.workspaceEdit.resourceOperations` includes create, rename
+    /// and delete.
+    pub resource_operations: bool,
+}
+
+/// The user's answer to a permission request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermissionChoice {
+    AllowOnce,
+    AllowAlways,
+    RejectOnce,
+    RejectAlways,
+}
+
+impl PermissionChoice {
+    pub fn option_id(&self) -> &'static str {
+        match self {
+            PermissionChoice::AllowOnce => "allow_once",
+            PermissionChoice::AllowAlways => "allow_always",
+            PermissionChoice::RejectOnce => "reject_once",
+            PermissionChoice::RejectAlways => "reject_always",
+        }
+    }
+
+    pub fn from_option_id(id: &str) -> Option<Self> {
+        Some(match id {
+            "allow_once" => PermissionChoice::AllowOnce,
+            "allow_always" => PermissionChoice::AllowAlways,
+            "reject_once" => PermissionChoice::RejectOnce,
+            "reject_always" => PermissionChoice::RejectAlways,
+            _ => return None,
+        })
+    }
+
+    pub fn allows(&self) -> bool {
+        matches!(self, PermissionChoice::AllowOnce | PermissionChoice::AllowAlways)
+    }
+}
+
+/// A request for permission to run a tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionRequest {
+    pub session_id: String,
+    pub tool_call_id: String,
+    pub title: String,
+    pub kind: String,
+    pub raw_input: Value,
+    /// What `allow_always` would remember (e.g. the command prefix).
+    pub always_scope: Option<String>,
+}
+
+/// How a request to the editor ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BridgeOutcome<T> {
+    Answered(T),
+    /// The turn was cancelled, or the editor cancelled the request.
+    Cancelled,
+    /// The editor cannot answer this (no capability, method not found) or
+    /// answered with an error.
+    Unavailable(String),
+}
+
+/// A question for the user (`request_user_input`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserInputRequest {
+    pub session_id: String,
+    pub tool_call_id: String,
+    /// The questions as the model wrote them: `[{id, question, options?}]`.
+    pub questions: Value,
+}
+
+/// An edit for the editor to apply to its buffers (`workspace/applyEdit`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApplyEditRequest {
+    /// The LSP `WorkspaceEdit`, already in the client's position encoding.
+    pub edit: Value,
+    pub label: String,
+}
+
+/// The editor's answer to an edit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApplyEditResponse {
+    pub applied: bool,
+    pub failure_reason: Option<String>,
+}
+
+#[async_trait::async_trait]
+pub trait ClientBridge: Send + Sync {
+    fn abilities(&self) -> ClientAbilities;
+    async fn request_permission(
+        &self,
+        request: PermissionRequest,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<PermissionChoice>;
+    async fn request_user_input(&self, request: UserInputRequest, cancel: &CancellationToken) -> BridgeOutcome<Value>;
+    async fn apply_edit(
+        &self,
+        request: ApplyEditRequest,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<ApplyEditResponse>;
+}
+
+/// A client that can answer nothing (headless runs, tests of the core).
+pub struct NoClient;
+
+#[async_trait::async_trait]
+impl ClientBridge for NoClient {
+    fn abilities(&self) -> ClientAbilities {
+        ClientAbilities::default()
+    }
+    async fn request_permission(&self, _: PermissionRequest, _: &CancellationToken) -> BridgeOutcome<PermissionChoice> {
+        BridgeOutcome::Unavailable("no editor is connected to ask".to_string())
+    }
+    async fn request_user_input(&self, _: UserInputRequest, _: &CancellationToken) -> BridgeOutcome<Value> {
+        BridgeOutcome::Unavailable("no editor is connected to ask".to_string())
+    }
+    async fn apply_edit(&self, _: ApplyEditRequest, _: &CancellationToken) -> BridgeOutcome<ApplyEditResponse> {
+        BridgeOutcome::Unavailable("no editor is connected".to_string())
+    }
+}

@@ -1,0 +1,205 @@
+//! Requests from the daemon to the editor, and the [`ClientBridge`] over
+//! them.
+//!
+//! Our requests carry string ids `tandem-N`; the stdin loop hands responses
+//! with such ids here instead of to tower-lsp. We keep this path rather than
+//! tower-lsp's `Client::send_request` because a cancelled turn must withdraw
+//! its requests with `$/cancelRequest`, which needs the id.
+//!
+//! Invariant: every pending request ends — answered, withdrawn on cancel,
+//! or failed when the connection closes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::OutboundQueue;
+use crate::core::bridge::{
+    ApplyEditRequest, ApplyEditResponse, BridgeOutcome, ClientAbilities, ClientBridge, PermissionChoice,
+    PermissionRequest, UserInputRequest,
+};
+
+/// Prefix of the ids of our requests.
+pub const ID_PREFIX: &str = "tandem-";
+
+type Reply = Result<Value, Value>;
+
+pub struct Outgoing {
+    out: OutboundQueue,
+    next: AtomicU64,
+    pending: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
+    abilities: Mutex<ClientAbilities>,
+}
+
+impl Outgoing {
+    pub fn new(out: OutboundQueue) -> Arc<Outgoing> {
+        Arc::new(Outgoing {
+            out,
+            next: AtomicU64::new(1),
+            pending: Mutex::new(HashMap::new()),
+            abilities: Mutex::new(ClientAbilities::default()),
+        })
+    }
+
+    pub fn set_abilities(&self, abilities: ClientAbilities) {
+        *self.abilities.lock().unwrap_or_else(|e| e.into_inner()) = abilities;
+    }
+
+    /// Whether a message from the editor answers one of our requests.
+    pub fn is_ours(message: &Value) -> bool {
+        message.get("method").is_none()
+            && message
+                .get("id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| id.starts_with(ID_PREFIX))
+    }
+
+    /// Delivers the editor's answer to the waiting request.
+    pub fn complete(&self, message: &Value) {
+        let Some(id) = message.get("id").and_then(Value::as_str) else {
+            return;
+        };
+        let Some(waiter) = self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(id) else {
+            tracing::warn!(id, "answer to an unknown or withdrawn request");
+            return;
+        };
+        let reply = match message.get("error") {
+            Some(error) => Err(error.clone()),
+            None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
+        };
+        let _ = waiter.send(reply);
+    }
+
+    /// Sends a request and waits for its answer or `cancel`.
+    pub async fn request(&self, method: &str, params: Value, cancel: &CancellationToken) -> BridgeOutcome<Value> {
+        let id = format!("{ID_PREFIX}{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.clone(), tx);
+        self.out.send_json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        tokio::select! {
+            reply = rx => match reply {
+                Ok(Ok(result)) => BridgeOutcome::Answered(result),
+                Ok(Err(error)) => {
+                    // -32800: the editor cancelled it (the user dismissed it).
+                    if error.get("code").and_then(Value::as_i64) == Some(-32800) {
+                        BridgeOutcome::Cancelled
+                    } else {
+                        BridgeOutcome::Unavailable(format!(
+                            "the editor answered {method} with an error: {}",
+                            error.get("message").and_then(Value::as_str).unwrap_or("(no message)")
+                        ))
+                    }
+                }
+                Err(_) => BridgeOutcome::Unavailable("the editor connection closed".to_string()),
+            },
+            _ = cancel.cancelled() => {
+                self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                self.out.send_json(&json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}));
+                BridgeOutcome::Cancelled
+            }
+        }
+    }
+
+    /// Fails every pending request (the connection is closing).
+    pub fn fail_all(&self) {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+#[async_trait::async_trait]
+impl ClientBridge for Outgoing {
+    fn abilities(&self) -> ClientAbilities {
+        *self.abilities.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn request_permission(
+        &self,
+        request: PermissionRequest,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<PermissionChoice> {
+        if !self.abilities().request_permission {
+            return BridgeOutcome::Unavailable("the editor cannot answer permission requests".to_string());
+        }
+        let always = request
+            .always_scope
+            .as_deref()
+            .map(|scope| format!("Always allow `{scope}` in this session"))
+            .unwrap_or_else(|| "Always allow in this session".to_string());
+        let params = json!({
+            "sessionId": request.session_id,
+            "toolCall": {
+                "toolCallId": request.tool_call_id,
+                "title": request.title,
+                "kind": request.kind,
+                "status": "pending",
+                "rawInput": request.raw_input,
+            },
+            "options": [
+                {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+                {"optionId": "allow_always", "name": always, "kind": "allow_always"},
+                {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+                {"optionId": "reject_always", "name": "Always reject in this session", "kind": "reject_always"},
+            ],
+        });
+        match self.request("tandem/requestPermission", params, cancel).await {
+            BridgeOutcome::Answered(result) => {
+                let outcome = &result["outcome"];
+                if outcome["outcome"] == "cancelled" {
+                    return BridgeOutcome::Cancelled;
+                }
+                match outcome["optionId"].as_str().and_then(PermissionChoice::from_option_id) {
+                    Some(choice) => BridgeOutcome::Answered(choice),
+                    None => BridgeOutcome::Unavailable(format!("the editor answered with an unknown permission outcome: {result}")),
+                }
+            }
+            BridgeOutcome::Cancelled => BridgeOutcome::Cancelled,
+            BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
+        }
+    }
+
+    async fn request_user_input(&self, request: UserInputRequest, cancel: &CancellationToken) -> BridgeOutcome<Value> {
+        if !self.abilities().request_user_input {
+            return BridgeOutcome::Unavailable("the editor cannot answer questions".to_string());
+        }
+        let params = json!({
+            "sessionId": request.session_id,
+            "toolCallId": request.tool_call_id,
+            "questions": request.questions,
+        });
+        match self.request("tandem/requestUserInput", params, cancel).await {
+            BridgeOutcome::Answered(result) if result.get("outcome").and_then(Value::as_str) == Some("cancelled") => {
+                BridgeOutcome::Cancelled
+            }
+            BridgeOutcome::Answered(result) => match result.get("answers") {
+                Some(answers) => BridgeOutcome::Answered(answers.clone()),
+                None => BridgeOutcome::Unavailable(format!("the editor's answer has no `answers`: {result}")),
+            },
+            other => other,
+        }
+    }
+
+    async fn apply_edit(&self, request: ApplyEditRequest, cancel: &CancellationToken) -> BridgeOutcome<ApplyEditResponse> {
+        if !self.abilities().apply_edit {
+            return BridgeOutcome::Unavailable("the editor cannot apply workspace edits".to_string());
+        }
+        let params = json!({"label": request.label, "edit": request.edit});
+        match self.request("workspace/applyEdit", params, cancel).await {
+            BridgeOutcome::Answered(result) => BridgeOutcome::Answered(ApplyEditResponse {
+                applied: result.get("applied").and_then(Value::as_bool).unwrap_or(false),
+                failure_reason: result
+                    .get("failureReason")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            }),
+            BridgeOutcome::Cancelled => BridgeOutcome::Cancelled,
+            BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
+        }
+    }
+}
