@@ -1,34 +1,562 @@
 //! `grep {pattern, path?, glob?, limit?}`: regex search, gitignore-aware.
-use serde_json::Value;
+//!
+//! Built from ripgrep's libraries the way ripgrep uses them: the parallel
+//! walker of `ignore` with the same rules as `list_files`, one searcher per
+//! thread, binary files skipped. Open documents are searched from the buffer
+//! cache, so matches reflect unsaved edits.
+//!
+//! Output: `path:line:text`, sorted by path then line, at most `limit`
+//! matches, then `[truncated: showing N of M matches]`. M is exact: files
+//! are searched to the end (as ripgrep does), only the kept lines are bounded.
+use std::collections::{BTreeMap, HashSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
-use super::{ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
+use ignore::WalkState;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::list_files::{compile_glob, display_under, place};
+use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
+use crate::workspace::{walk_builder, PathGlob};
 
 pub struct Grep;
+
+/// Matches shown when the model gives no `limit`.
+pub const DEFAULT_LIMIT: usize = 100;
+/// Longer matching lines are cut; one minified line could fill the context.
+pub const MAX_LINE_CHARS: usize = 500;
+pub const LINE_TRUNCATED: &str = "… [line truncated]";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    pattern: String,
+    path: Option<String>,
+    glob: Option<String>,
+    limit: Option<usize>,
+}
 
 #[async_trait::async_trait]
 impl Tool for Grep {
     fn name(&self) -> &'static str {
         "grep"
     }
+
     fn description(&self) -> &'static str {
-        todo!()
+        "Searches workspace files for a regular expression (Rust regex syntax, like ripgrep) \
+         and returns matching lines as `path:line:text`, skipping binary, hidden and \
+         gitignored files. Narrow with `path` (a directory or file) and `glob`."
     }
+
     fn parameters(&self) -> Value {
-        todo!()
+        json!({
+            "type": "object",
+            "properties": {
+                "pattern": {
+                    "type": "string",
+                    "description": "Regular expression matched against each line, e.g. `fn \\w+_test` or `(?i)todo`."
+                },
+                "path": {
+                    "type": "string",
+                    "description": "Directory or file to search, relative to the workspace root or absolute inside it. Defaults to the workspace root."
+                },
+                "glob": {
+                    "type": "string",
+                    "description": "Only search files whose path matches this glob. Without `/` it matches file names at any depth (`*.rs`); with `/` it matches the path relative to the workspace root (`src/**/*.rs`)."
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Maximum number of matching lines to return. Defaults to 100."
+                }
+            },
+            "required": ["pattern"],
+            "additionalProperties": false
+        })
     }
+
     fn mode(&self) -> ExecMode {
         ExecMode::Parallel
     }
+
     fn approval(&self) -> ApprovalClass {
         ApprovalClass::Read
     }
+
     fn kind(&self) -> &'static str {
         "search"
     }
-    fn title(&self, _args: &Value) -> String {
-        todo!()
+
+    fn title(&self, args: &Value) -> String {
+        let pattern = args.get("pattern").and_then(Value::as_str).unwrap_or("");
+        match args
+            .get("path")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+        {
+            Some(path) => format!("Grep /{pattern}/ in {path}"),
+            None => format!("Grep /{pattern}/"),
+        }
     }
-    async fn run(&self, _args: Value, _ctx: &ToolContext) -> Result<String, ToolError> {
-        todo!()
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let args: Args = parse_args(self.name(), &args)?;
+        let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
+        if limit == 0 {
+            return Err(ToolError::new(
+                "limit must be at least 1 (it is a number of matches)",
+            ));
+        }
+        let matcher = RegexMatcherBuilder::new()
+            // As in ripgrep: lets the regex engine search line by line fast,
+            // and makes a pattern that needs `\n` an error rather than a miss.
+            .line_terminator(Some(b'\n'))
+            .build(&args.pattern)
+            .map_err(|e| ToolError::new(format!("invalid regex /{}/: {e}", args.pattern)))?;
+        let glob = compile_glob(args.glob.as_deref())?;
+        let target = ctx
+            .workspace
+            .resolve(args.path.as_deref().unwrap_or("."))
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        let shown = ctx.workspace.display_path(&target);
+        if !target.exists() {
+            return Err(ToolError::new(format!("`{shown}` does not exist")));
+        }
+        let search = Search {
+            ctx: ctx.clone(),
+            matcher,
+            glob,
+            limit,
+            open: ctx.buffers.open_paths().into_iter().collect(),
+        };
+        let results =
+            tokio::task::spawn_blocking(move || search.run(&target, &shown).map(|r| (r, shown)))
+                .await
+                .map_err(|e| ToolError::new(format!("grep failed internally: {e}")))?;
+        let (results, shown) = results?;
+        Ok(render(
+            results,
+            limit,
+            &args.pattern,
+            &shown,
+            args.glob.as_deref(),
+        ))
+    }
+}
+
+/// The only way this tool reads an open document's text.
+fn text_of(ctx: &ToolContext, path: &Path) -> io::Result<String> {
+    ctx.buffers.read_text(path)
+}
+
+/// One matching line.
+#[derive(Debug)]
+struct LineMatch {
+    line: u64,
+    text: String,
+}
+
+/// What the search found: the first `limit` matches in output order, and
+/// how many there were in all.
+#[derive(Debug, Default)]
+struct Found {
+    by_path: BTreeMap<String, Vec<LineMatch>>,
+    kept: usize,
+    total: usize,
+}
+
+impl Found {
+    /// Adds one file's matches, then forgets files that sort after the first
+    /// `limit` matches, so memory stays bounded however much matches.
+    fn add(&mut self, path: String, file: FileMatches, limit: usize) {
+        self.total += file.count;
+        self.kept += file.lines.len();
+        self.by_path.insert(path, file.lines);
+        while let Some(entry) = self.by_path.last_entry() {
+            let last_len = entry.get().len();
+            if self.kept - last_len < limit {
+                break;
+            }
+            self.kept -= last_len;
+            entry.remove();
+        }
+    }
+}
+
+struct Search {
+    ctx: ToolContext,
+    matcher: RegexMatcher,
+    glob: Option<PathGlob>,
+    limit: usize,
+    /// Open documents, looked up once: the walk is too hot for the cache lock.
+    open: HashSet<PathBuf>,
+}
+
+impl Search {
+    fn run(&self, target: &Path, shown: &str) -> Result<Found, ToolError> {
+        let found = Mutex::new(Found::default());
+        if target.is_file() {
+            // Named explicitly, a file is searched whatever the ignore rules
+            // and glob say, as ripgrep does.
+            let mut searcher = new_searcher();
+            if let Some(file) = self.search_file(&mut searcher, target) {
+                lock(&found).add(shown.to_string(), file, self.limit);
+            }
+        } else {
+            walk_builder(target).build_parallel().run(|| {
+                let mut searcher = new_searcher();
+                let found = &found;
+                Box::new(move |entry| {
+                    if self.ctx.cancel.is_cancelled() {
+                        return WalkState::Quit;
+                    }
+                    // Unreadable entries are skipped, as ripgrep does.
+                    let Ok(entry) = entry else {
+                        return WalkState::Continue;
+                    };
+                    if !entry.file_type().is_some_and(|t| t.is_file()) {
+                        return WalkState::Continue;
+                    }
+                    let display = display_under(shown, target, entry.path());
+                    if self.glob.as_ref().is_some_and(|g| !g.is_match(&display)) {
+                        return WalkState::Continue;
+                    }
+                    if let Some(file) = self.search_file(&mut searcher, entry.path()) {
+                        lock(found).add(display, file, self.limit);
+                    }
+                    WalkState::Continue
+                })
+            });
+        }
+        if self.ctx.cancel.is_cancelled() {
+            return Err(ToolError::new("grep was cancelled"));
+        }
+        Ok(found.into_inner().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// A file's matches; `None` when it has none, is binary or is unreadable.
+    fn search_file(&self, searcher: &mut Searcher, path: &Path) -> Option<FileMatches> {
+        let mut sink = FileMatches::new(self.limit);
+        let searched = if self.open.contains(path) {
+            let text = text_of(&self.ctx, path).ok()?;
+            searcher.search_slice(&self.matcher, text.as_bytes(), &mut sink)
+        } else {
+            searcher.search_path(&self.matcher, path, &mut sink)
+        };
+        // A binary file is skipped whole, even if lines before its first NUL
+        // byte matched: those lines would be noise the model cannot read.
+        if searched.is_err() || sink.binary || sink.lines.is_empty() {
+            return None;
+        }
+        Some(sink)
+    }
+}
+
+fn new_searcher() -> Searcher {
+    SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(b'\x00'))
+        .line_number(true)
+        .build()
+}
+
+fn lock(found: &Mutex<Found>) -> std::sync::MutexGuard<'_, Found> {
+    found.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Counts one file's matching lines, keeping no more than any output can
+/// show.
+#[derive(Debug)]
+struct FileMatches {
+    lines: Vec<LineMatch>,
+    count: usize,
+    limit: usize,
+    binary: bool,
+}
+
+impl FileMatches {
+    fn new(limit: usize) -> Self {
+        FileMatches {
+            lines: Vec::new(),
+            count: 0,
+            limit,
+            binary: false,
+        }
+    }
+}
+
+impl Sink for FileMatches {
+    type Error = io::Error;
+
+    fn matched(&mut self, _searcher: &Searcher, found: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        self.count += 1;
+        if self.lines.len() < self.limit {
+            self.lines.push(LineMatch {
+                line: found.line_number().unwrap_or(0),
+                text: cut_line(found.bytes()),
+            });
+        }
+        Ok(true)
+    }
+
+    fn binary_data(&mut self, _searcher: &Searcher, _offset: u64) -> Result<bool, io::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+}
+
+fn cut_line(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim_end_matches(['\n', '\r']);
+    match text.char_indices().nth(MAX_LINE_CHARS) {
+        Some((cut, _)) => format!("{}{LINE_TRUNCATED}", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+fn render(found: Found, limit: usize, pattern: &str, shown: &str, glob: Option<&str>) -> String {
+    if found.total == 0 {
+        let mut out = format!("No matches for /{pattern}/ in {}", place(shown));
+        if let Some(glob) = glob.filter(|g| !g.is_empty()) {
+            out.push_str(&format!(" (files matching `{glob}`)"));
+        }
+        return out;
+    }
+    let mut out = String::new();
+    let matches = found
+        .by_path
+        .iter()
+        .flat_map(|(path, lines)| lines.iter().map(move |m| (path, m)))
+        .take(limit);
+    for (path, m) in matches {
+        out.push_str(&format!("{path}:{}:{}\n", m.line, m.text));
+    }
+    if found.total > limit {
+        out.push_str(&format!(
+            "[truncated: showing {limit} of {} matches]\n",
+            found.total
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::sync::Arc;
+
+    use crate::buffers::BufferCache;
+    use crate::workspace::Workspace;
+    use tokio_util::sync::CancellationToken;
+
+    /// A temp dir that is not a git repository, with the given files.
+    fn workspace_with(files: &[(&str, &str)]) -> (tempfile::TempDir, ToolContext) {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let ctx = ToolContext {
+            workspace: Arc::new(Workspace::new(vec![dir.path().to_path_buf()])),
+            buffers: Arc::new(BufferCache::new()),
+            cancel: CancellationToken::new(),
+        };
+        (dir, ctx)
+    }
+
+    async fn grep(ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        Grep.run(args, ctx).await
+    }
+
+    #[tokio::test]
+    async fn matches_are_sorted_by_path_then_line() {
+        let (_dir, ctx) = workspace_with(&[
+            ("src/b.rs", "fn b() {}\nlet x = 1;\nfn c() {}\n"),
+            ("src/a.rs", "fn a() {}\n"),
+            ("main.rs", "// fn in a comment\n"),
+        ]);
+        let out = grep(&ctx, json!({"pattern": r"fn \w+\("})).await.unwrap();
+        assert_eq!(
+            out,
+            "src/a.rs:1:fn a() {}\nsrc/b.rs:1:fn b() {}\nsrc/b.rs:3:fn c() {}\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn gitignored_and_hidden_files_are_not_searched() {
+        let (_dir, ctx) = workspace_with(&[
+            (".gitignore", "target/\n*.log\n"),
+            ("target/out.rs", "needle\n"),
+            ("debug.log", "needle\n"),
+            (".hidden/x.rs", "needle\n"),
+            ("src/lib.rs", "needle\n"),
+        ]);
+        let out = grep(&ctx, json!({"pattern": "needle"})).await.unwrap();
+        assert_eq!(out, "src/lib.rs:1:needle\n");
+    }
+
+    #[tokio::test]
+    async fn glob_restricts_the_files_searched() {
+        let (_dir, ctx) = workspace_with(&[
+            ("a.rs", "needle\n"),
+            ("b.md", "needle\n"),
+            ("src/c.rs", "needle\n"),
+        ]);
+        let out = grep(&ctx, json!({"pattern": "needle", "glob": "*.rs"}))
+            .await
+            .unwrap();
+        assert_eq!(out, "a.rs:1:needle\nsrc/c.rs:1:needle\n");
+        let out = grep(&ctx, json!({"pattern": "needle", "glob": "src/*.rs"}))
+            .await
+            .unwrap();
+        assert_eq!(out, "src/c.rs:1:needle\n");
+    }
+
+    #[tokio::test]
+    async fn path_narrows_the_search_to_a_directory_or_a_file() {
+        let (_dir, ctx) = workspace_with(&[("a.rs", "needle\n"), ("src/b.rs", "x\nneedle\n")]);
+        let dir = grep(&ctx, json!({"pattern": "needle", "path": "src"}))
+            .await
+            .unwrap();
+        assert_eq!(dir, "src/b.rs:2:needle\n");
+        let file = grep(&ctx, json!({"pattern": "needle", "path": "a.rs"}))
+            .await
+            .unwrap();
+        assert_eq!(file, "a.rs:1:needle\n");
+    }
+
+    #[tokio::test]
+    async fn limit_keeps_the_first_matches_in_order_and_counts_the_rest() {
+        let (_dir, ctx) = workspace_with(&[
+            ("a.txt", "hit 1\nhit 2\n"),
+            ("b.txt", "hit 3\n"),
+            ("c.txt", "hit 4\nhit 5\n"),
+        ]);
+        let out = grep(&ctx, json!({"pattern": "hit", "limit": 3}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            "a.txt:1:hit 1\na.txt:2:hit 2\nb.txt:1:hit 3\n[truncated: showing 3 of 5 matches]\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn matches_beyond_the_limit_are_still_counted_exactly() {
+        let many: String = (0..10).map(|i| format!("hit {i}\n")).collect();
+        let (_dir, ctx) = workspace_with(&[("a.txt", &many), ("b.txt", "hit\n")]);
+        let out = grep(&ctx, json!({"pattern": "hit", "limit": 2}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            "a.txt:1:hit 0\na.txt:2:hit 1\n[truncated: showing 2 of 11 matches]\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn default_limit_is_100_matches() {
+        let many: String = (0..150).map(|i| format!("hit {i}\n")).collect();
+        let (_dir, ctx) = workspace_with(&[("a.txt", &many)]);
+        let out = grep(&ctx, json!({"pattern": "hit"})).await.unwrap();
+        assert_eq!(out.lines().count(), 101);
+        assert_eq!(
+            out.lines().last().unwrap(),
+            "[truncated: showing 100 of 150 matches]"
+        );
+    }
+
+    #[tokio::test]
+    async fn no_match_is_a_result_not_an_error() {
+        let (_dir, ctx) = workspace_with(&[("src/a.rs", "hay\n")]);
+        let out = grep(&ctx, json!({"pattern": "needle", "path": "src"}))
+            .await
+            .unwrap();
+        assert_eq!(out, "No matches for /needle/ in `src`");
+    }
+
+    #[tokio::test]
+    async fn invalid_regex_is_an_error_with_the_regex_message() {
+        let (_dir, ctx) = workspace_with(&[("a.rs", "")]);
+        let err = grep(&ctx, json!({"pattern": "fn (unclosed"}))
+            .await
+            .unwrap_err();
+        assert!(err.0.starts_with("invalid regex /fn (unclosed/:"), "{err}");
+        assert!(err.0.contains("unclosed group"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn binary_files_are_skipped_even_with_matches_before_the_nul() {
+        let (dir, ctx) = workspace_with(&[("text.txt", "needle\n")]);
+        std::fs::write(dir.path().join("blob.bin"), b"needle\n\0\x01\x02needle\n").unwrap();
+        let out = grep(&ctx, json!({"pattern": "needle"})).await.unwrap();
+        assert_eq!(out, "text.txt:1:needle\n");
+    }
+
+    #[tokio::test]
+    async fn long_matching_lines_are_cut() {
+        let long = format!("needle{}\n", "x".repeat(1000));
+        let (_dir, ctx) = workspace_with(&[("a.txt", &long)]);
+        let out = grep(&ctx, json!({"pattern": "needle"})).await.unwrap();
+        let expected = format!(
+            "a.txt:1:needle{}{LINE_TRUNCATED}\n",
+            "x".repeat(MAX_LINE_CHARS - 6)
+        );
+        assert_eq!(out, expected);
+    }
+
+    #[tokio::test]
+    async fn open_buffers_are_searched_instead_of_disk() {
+        let (dir, ctx) = workspace_with(&[("a.rs", "old needle\n"), ("b.rs", "needle on disk\n")]);
+        let a = dir.path().canonicalize().unwrap().join("a.rs");
+        ctx.buffers.open(a, 2, "line one\nnew needle\n");
+        let out = grep(&ctx, json!({"pattern": "needle"})).await.unwrap();
+        assert_eq!(out, "a.rs:2:new needle\nb.rs:1:needle on disk\n");
+    }
+
+    #[tokio::test]
+    async fn path_escaping_the_workspace_is_a_tool_error() {
+        let (_dir, ctx) = workspace_with(&[]);
+        let err = grep(&ctx, json!({"pattern": "root", "path": "../../etc"}))
+            .await
+            .unwrap_err();
+        assert!(err.0.contains("is outside the workspace"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn symlink_escaping_the_workspace_is_a_tool_error() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "needle\n").unwrap();
+        let (dir, ctx) = workspace_with(&[]);
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        let err = grep(&ctx, json!({"pattern": "needle", "path": "link"}))
+            .await
+            .unwrap_err();
+        assert!(err.0.contains("resolves through a symlink"), "{err}");
+        // Walking the root does not follow the link either.
+        let out = grep(&ctx, json!({"pattern": "needle"})).await.unwrap();
+        assert_eq!(out, "No matches for /needle/ in the workspace root");
+    }
+
+    #[tokio::test]
+    async fn cancelled_search_stops_with_an_error() {
+        let (_dir, ctx) = workspace_with(&[("a.rs", "needle\n")]);
+        ctx.cancel.cancel();
+        let err = grep(&ctx, json!({"pattern": "needle"})).await.unwrap_err();
+        assert_eq!(err.0, "grep was cancelled");
+    }
+
+    #[test]
+    fn title_names_pattern_and_path() {
+        assert_eq!(
+            Grep.title(&json!({"pattern": "foo", "path": "src"})),
+            "Grep /foo/ in src"
+        );
+        assert_eq!(Grep.title(&json!({"pattern": "foo"})), "Grep /foo/");
     }
 }
