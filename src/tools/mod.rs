@@ -8,6 +8,7 @@
 
 pub mod grep;
 pub mod list_files;
+pub mod patch;
 pub mod read_file;
 
 use std::sync::Arc;
