@@ -9,6 +9,7 @@
 pub mod exec;
 pub mod grep;
 pub mod list_files;
+pub mod patch;
 pub mod read_file;
 
 use std::sync::Arc;
