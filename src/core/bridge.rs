@@ -53,7 +53,10 @@ impl PermissionChoice {
     }
 
     pub fn allows(&self) -> bool {
-        matches!(self, PermissionChoice::AllowOnce | PermissionChoice::AllowAlways)
+        matches!(
+            self,
+            PermissionChoice::AllowOnce | PermissionChoice::AllowAlways
+        )
     }
 }
 
@@ -112,7 +115,11 @@ pub trait ClientBridge: Send + Sync {
         request: PermissionRequest,
         cancel: &CancellationToken,
     ) -> BridgeOutcome<PermissionChoice>;
-    async fn request_user_input(&self, request: UserInputRequest, cancel: &CancellationToken) -> BridgeOutcome<Value>;
+    async fn request_user_input(
+        &self,
+        request: UserInputRequest,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<Value>;
     async fn apply_edit(
         &self,
         request: ApplyEditRequest,
@@ -128,13 +135,25 @@ impl ClientBridge for NoClient {
     fn abilities(&self) -> ClientAbilities {
         ClientAbilities::default()
     }
-    async fn request_permission(&self, _: PermissionRequest, _: &CancellationToken) -> BridgeOutcome<PermissionChoice> {
+    async fn request_permission(
+        &self,
+        _: PermissionRequest,
+        _: &CancellationToken,
+    ) -> BridgeOutcome<PermissionChoice> {
         BridgeOutcome::Unavailable("no editor is connected to ask".to_string())
     }
-    async fn request_user_input(&self, _: UserInputRequest, _: &CancellationToken) -> BridgeOutcome<Value> {
+    async fn request_user_input(
+        &self,
+        _: UserInputRequest,
+        _: &CancellationToken,
+    ) -> BridgeOutcome<Value> {
         BridgeOutcome::Unavailable("no editor is connected to ask".to_string())
     }
-    async fn apply_edit(&self, _: ApplyEditRequest, _: &CancellationToken) -> BridgeOutcome<ApplyEditResponse> {
+    async fn apply_edit(
+        &self,
+        _: ApplyEditRequest,
+        _: &CancellationToken,
+    ) -> BridgeOutcome<ApplyEditResponse> {
         BridgeOutcome::Unavailable("no editor is connected".to_string())
     }
 }

@@ -1023,7 +1023,7 @@ mod tests {
         assert!(detector.check(&[a.clone(), a.clone(), a.clone()]).is_some());
         assert_eq!(detector.detections(), 1);
         assert!(
-            detector.check(&[a.clone()]).is_none(),
+            detector.check(std::slice::from_ref(&a)).is_none(),
             "window restarts after a detection"
         );
         detector.reset();

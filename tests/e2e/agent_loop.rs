@@ -62,7 +62,11 @@ async fn streamed_chunks_reach_the_client_before_the_prompt_response() {
     assert_eq!(kinds.first().map(String::as_str), Some("input_status"));
     assert!(kinds.contains(&"user_message".to_string()));
     assert!(kinds.contains(&"usage".to_string()));
-    assert_eq!(kinds.last().map(String::as_str), Some("turn_end"), "{kinds:?}");
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("turn_end"),
+        "{kinds:?}"
+    );
     assert!(updates.iter().all(|u| u["sessionId"] == session.as_str()));
 
     // Nothing of the turn arrives after its response.
@@ -96,22 +100,47 @@ async fn streamed_chunks_reach_the_client_before_the_prompt_response() {
     // The log tells the same story.
     let log = editor.log_lines(&session);
     assert_eq!(log[0]["tandem_log"], 1);
-    let types: Vec<&str> = log[1..].iter().map(|e| e["type"].as_str().unwrap()).collect();
-    for expected in ["input_queued", "turn_start", "user_message", "step_start", "assistant_chunk", "assistant_message", "step_end", "turn_end"] {
-        assert!(types.contains(&expected), "{expected} missing from {types:?}");
+    let types: Vec<&str> = log[1..]
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    for expected in [
+        "input_queued",
+        "turn_start",
+        "user_message",
+        "step_start",
+        "assistant_chunk",
+        "assistant_message",
+        "step_end",
+        "turn_end",
+    ] {
+        assert!(
+            types.contains(&expected),
+            "{expected} missing from {types:?}"
+        );
     }
-    let anchor = log.iter().find(|e| e["type"] == "assistant_message").unwrap();
+    let anchor = log
+        .iter()
+        .find(|e| e["type"] == "assistant_message")
+        .unwrap();
     assert_eq!(anchor["text"], "Hello, world");
     assert_eq!(anchor["provider"], "openai");
     assert_eq!(anchor["finish_reason"], "stop");
-    let seqs: Vec<u64> = log[1..].iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let seqs: Vec<u64> = log[1..]
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
 }
 
 #[tokio::test]
 async fn read_file_sees_the_unsaved_buffer_after_incremental_changes() {
     let server = ModelServer::start().await;
-    server.push(openai::tool_calls(&[("call_1", "read_file", r#"{"path":"src/lib.rs"}"#)]));
+    server.push(openai::tool_calls(&[(
+        "call_1",
+        "read_file",
+        r#"{"path":"src/lib.rs"}"#,
+    )]));
     server.push(openai::text(["done"]));
     let root = tempfile::tempdir().unwrap();
     std::fs::create_dir(root.path().join("src")).unwrap();
@@ -129,7 +158,7 @@ async fn read_file_sees_the_unsaved_buffer_after_incremental_changes() {
                 "contentChanges": [
                     {"range": {"start": {"line": 0, "character": 8}, "end": {"line": 0, "character": 8}}, "text": "語!"},
                     {"range": {"start": {"line": 1, "character": 3}, "end": {"line": 1, "character": 7}}, "text": "edited"},
-                    {"range": {"start": {"line": 1, "character": 13}, "end": {"line": 1, "character": 13}}, "text": " // tail"},
+                    {"range": {"start": {"line": 1, "character": 14}, "end": {"line": 1, "character": 14}}, "text": " // tail"},
                 ]
             }),
         )
@@ -153,7 +182,10 @@ async fn read_file_sees_the_unsaved_buffer_after_incremental_changes() {
         .collect();
     assert_eq!(tool_updates[0]["update"]["sessionUpdate"], "tool_call");
     assert_eq!(tool_updates[0]["update"]["kind"], "read");
-    assert_eq!(tool_updates.last().unwrap()["update"]["status"], "completed");
+    assert_eq!(
+        tool_updates.last().unwrap()["update"]["status"],
+        "completed"
+    );
 }
 
 #[tokio::test]
@@ -183,7 +215,10 @@ async fn results_of_several_calls_return_in_model_order_with_their_ids() {
         .map(|c| c["id"].as_str().unwrap())
         .collect();
     assert_eq!(call_ids, vec!["call_a", "call_b", "call_c"]);
-    assert_eq!(assistant["tool_calls"][1]["function"]["arguments"], r#"{"pattern":"needle"}"#);
+    assert_eq!(
+        assistant["tool_calls"][1]["function"]["arguments"],
+        r#"{"pattern":"needle"}"#
+    );
     let results = tool_messages(&requests[1]);
     let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ids, vec!["call_a", "call_b", "call_c"]);
@@ -191,7 +226,10 @@ async fn results_of_several_calls_return_in_model_order_with_their_ids() {
     assert!(results[1].1.contains("b.txt:1:bravo needle"), "{results:?}");
     assert!(results[2].1.contains("alpha"), "{results:?}");
     // The tool messages follow the assistant message directly.
-    let at = messages.iter().position(|m| m["role"] == "assistant").unwrap();
+    let at = messages
+        .iter()
+        .position(|m| m["role"] == "assistant")
+        .unwrap();
     assert!(messages[at + 1..at + 4].iter().all(|m| m["role"] == "tool"));
 }
 
@@ -206,7 +244,11 @@ async fn grep_and_list_files_skip_gitignored_paths() {
     let root = tempfile::tempdir().unwrap();
     std::fs::write(root.path().join(".gitignore"), "target/\n*.log\n").unwrap();
     std::fs::create_dir(root.path().join("target")).unwrap();
-    std::fs::write(root.path().join("target/built.rs"), "needle in build output\n").unwrap();
+    std::fs::write(
+        root.path().join("target/built.rs"),
+        "needle in build output\n",
+    )
+    .unwrap();
     std::fs::write(root.path().join("debug.log"), "needle in a log\n").unwrap();
     std::fs::write(root.path().join("kept.rs"), "needle kept\n").unwrap();
     let (mut editor, session) = session_with(&server, root.path()).await;
@@ -216,9 +258,15 @@ async fn grep_and_list_files_skip_gitignored_paths() {
     let results = tool_messages(&requests[1]);
     let (list, grep) = (&results[0].1, &results[1].1);
     assert!(list.contains("kept.rs"), "{list}");
-    assert!(!list.contains("target") && !list.contains("debug.log"), "{list}");
+    assert!(
+        !list.contains("target") && !list.contains("debug.log"),
+        "{list}"
+    );
     assert!(grep.contains("kept.rs:1:needle kept"), "{grep}");
-    assert!(!grep.contains("build output") && !grep.contains("in a log"), "{grep}");
+    assert!(
+        !grep.contains("build output") && !grep.contains("in a log"),
+        "{grep}"
+    );
 }
 
 #[tokio::test]
@@ -226,19 +274,34 @@ async fn paths_escaping_the_workspace_are_refused_as_tool_errors() {
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.txt"), "top secret\n").unwrap();
     let root = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(outside.path().join("secret.txt"), root.path().join("link.txt")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        root.path().join("link.txt"),
+    )
+    .unwrap();
     let absolute = outside.path().join("secret.txt");
     let server = ModelServer::start().await;
     server.push(openai::tool_calls(&[
-        ("call_up", "read_file", r#"{"path":"../outside/secret.txt"}"#),
-        ("call_abs", "read_file", &json!({"path": absolute}).to_string()),
+        (
+            "call_up",
+            "read_file",
+            r#"{"path":"../outside/secret.txt"}"#,
+        ),
+        (
+            "call_abs",
+            "read_file",
+            &json!({"path": absolute}).to_string(),
+        ),
         ("call_link", "read_file", r#"{"path":"link.txt"}"#),
     ]));
     server.push(openai::text(["ok"]));
     let (mut editor, session) = session_with(&server, root.path()).await;
 
     let (response, updates) = editor.prompt(&session, "read secrets").await;
-    assert_eq!(response["result"]["stopReason"], "end_turn", "the turn goes on: {response}");
+    assert_eq!(
+        response["result"]["stopReason"], "end_turn",
+        "the turn goes on: {response}"
+    );
     let requests = server.wait_for_requests(2).await;
     let results = tool_messages(&requests[1]);
     assert_eq!(results.len(), 3);
@@ -249,7 +312,9 @@ async fn paths_escaping_the_workspace_are_refused_as_tool_errors() {
     }
     let failed = updates
         .iter()
-        .filter(|u| u["update"]["sessionUpdate"] == "tool_call_update" && u["update"]["status"] == "failed")
+        .filter(|u| {
+            u["update"]["sessionUpdate"] == "tool_call_update" && u["update"]["status"] == "failed"
+        })
         .count();
     assert_eq!(failed, 3);
 }
@@ -272,7 +337,10 @@ async fn a_server_error_ends_the_turn_with_error_and_the_session_goes_on() {
     assert!(message.contains("500"), "{message}");
     assert!(message.contains("the model fell over"), "{message}");
     assert!(message.contains("4 attempts"), "{message}");
-    assert_eq!(update_kinds(&updates).last().map(String::as_str), Some("turn_end"));
+    assert_eq!(
+        update_kinds(&updates).last().map(String::as_str),
+        Some("turn_end")
+    );
     assert_eq!(server.requests().len(), 4);
 
     let (response, updates) = editor.prompt(&session, "again").await;
@@ -317,7 +385,11 @@ async fn max_iterations_stops_a_model_that_never_stops_calling_tools() {
     let server = ModelServer::start().await;
     for i in 0..3 {
         let args = json!({"path": "a.txt", "offset": i + 1}).to_string();
-        server.push(openai::tool_calls(&[(&format!("call_{i}"), "read_file", &args)]));
+        server.push(openai::tool_calls(&[(
+            &format!("call_{i}"),
+            "read_file",
+            &args,
+        )]));
     }
     let root = tempfile::tempdir().unwrap();
     std::fs::write(root.path().join("a.txt"), "1\n2\n3\n").unwrap();
@@ -327,7 +399,10 @@ async fn max_iterations_stops_a_model_that_never_stops_calling_tools() {
     config["limits"]["max_iterations"] = json!(2);
     let session = editor.new_session(config).await;
     let (response, _) = editor.prompt(&session, "loop").await;
-    assert_eq!(response["result"]["stopReason"], "max_iterations", "{response}");
+    assert_eq!(
+        response["result"]["stopReason"], "max_iterations",
+        "{response}"
+    );
     assert_eq!(
         response["result"]["message"],
         "stopped after 2 model calls (max_iterations = 2)"
@@ -338,7 +413,10 @@ async fn max_iterations_stops_a_model_that_never_stops_calling_tools() {
 #[tokio::test]
 async fn reasoning_deltas_become_thought_chunks() {
     let server = ModelServer::start().await;
-    server.push(openai::reasoning_then_text(&["let me ", "think"], &["answer"]));
+    server.push(openai::reasoning_then_text(
+        &["let me ", "think"],
+        &["answer"],
+    ));
     let root = tempfile::tempdir().unwrap();
     let (mut editor, session) = session_with(&server, root.path()).await;
     let (_, updates) = editor.prompt(&session, "why").await;
@@ -359,10 +437,16 @@ async fn two_prompts_sent_back_to_back_get_their_own_receipts_in_order() {
     let root = tempfile::tempdir().unwrap();
     let (mut editor, session) = session_with(&server, root.path()).await;
     let one = editor
-        .start_request("tandem/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "one"}]}))
+        .start_request(
+            "tandem/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "one"}]}),
+        )
         .await;
     let two = editor
-        .start_request("tandem/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": "two"}]}))
+        .start_request(
+            "tandem/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "two"}]}),
+        )
         .await;
     let (first, at_first) = editor.response(one).await;
     let (second, at_second) = editor.response(two).await;
@@ -370,11 +454,20 @@ async fn two_prompts_sent_back_to_back_get_their_own_receipts_in_order() {
     assert_eq!(first["result"]["turnId"], "t1");
     assert_eq!(second["result"]["turnId"], "t2");
     let requests = server.requests();
-    assert_eq!(requests[0].body["messages"].as_array().unwrap().last().unwrap()["content"], "one");
+    assert_eq!(
+        requests[0].body["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["content"],
+        "one"
+    );
     let last = requests[1].body["messages"].as_array().unwrap().clone();
     assert_eq!(last.last().unwrap()["content"], "two");
     // The second turn's context carries the first turn's answer.
-    assert!(last.iter().any(|m| m["role"] == "assistant" && m["content"] == "first"));
+    assert!(last
+        .iter()
+        .any(|m| m["role"] == "assistant" && m["content"] == "first"));
     // Every update of turn t1 precedes t1's response.
     let t1_after = editor.received[at_first..]
         .iter()

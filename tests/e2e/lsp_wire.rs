@@ -28,7 +28,10 @@ async fn initialize_announces_tandem_and_incremental_sync() {
     assert_eq!(caps["experimental"]["tandem"]["protocolVersion"], 1);
     assert_eq!(caps["positionEncoding"], "utf-16");
     let status = editor.shutdown_and_exit().await;
-    assert!(status.success(), "exit after shutdown should be clean: {status:?}");
+    assert!(
+        status.success(),
+        "exit after shutdown should be clean: {status:?}"
+    );
 }
 
 #[tokio::test]
@@ -41,7 +44,10 @@ async fn position_encoding_follows_the_clients_preference() {
             json!({"capabilities": {"general": {"positionEncodings": ["utf-8", "utf-16"]}}}),
         )
         .await;
-    assert_eq!(response["result"]["capabilities"]["positionEncoding"], "utf-8");
+    assert_eq!(
+        response["result"]["capabilities"]["positionEncoding"],
+        "utf-8"
+    );
 }
 
 #[tokio::test]
@@ -74,7 +80,10 @@ async fn bad_frames_get_errors_and_the_daemon_keeps_serving() {
     let message = editor.next_message().await;
     assert_eq!(error_code(&message), -32700, "{message}");
     assert!(
-        message["error"]["message"].as_str().unwrap().contains("Content-Length"),
+        message["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Content-Length"),
         "{message}"
     );
 
@@ -85,7 +94,9 @@ async fn bad_frames_get_errors_and_the_daemon_keeps_serving() {
     assert_eq!(message["id"], Value::Null);
 
     // JSON that is not JSON-RPC.
-    editor.send_raw(&frame(br#"{"id": 5, "hello": "world"}"#)).await;
+    editor
+        .send_raw(&frame(br#"{"id": 5, "hello": "world"}"#))
+        .await;
     let message = editor.next_message().await;
     assert_eq!(error_code(&message), -32600, "{message}");
 
@@ -104,11 +115,17 @@ async fn unknown_methods_bad_params_and_unknown_sessions_get_specific_errors() {
     assert_eq!(error_code(&response), -32601, "{response}");
 
     let response = editor
-        .request("tandem/prompt", json!({"prompt": [{"type": "text", "text": "hi"}]}))
+        .request(
+            "tandem/prompt",
+            json!({"prompt": [{"type": "text", "text": "hi"}]}),
+        )
         .await;
     assert_eq!(error_code(&response), -32602, "{response}");
     assert!(
-        response["error"]["message"].as_str().unwrap().contains("sessionId"),
+        response["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sessionId"),
         "the error names the missing field: {response}"
     );
 
@@ -121,9 +138,20 @@ async fn unknown_methods_bad_params_and_unknown_sessions_get_specific_errors() {
     assert_eq!(error_code(&response), -32001, "{response}");
     assert_eq!(response["error"]["data"]["sessionId"], "nope");
 
-    let response = editor.request("tandem/newSession", json!({"config": {"model": {"modle": "x"}}})).await;
+    let response = editor
+        .request(
+            "tandem/newSession",
+            json!({"config": {"model": {"modle": "x"}}}),
+        )
+        .await;
     assert_eq!(error_code(&response), -32003, "{response}");
-    assert!(response["error"]["message"].as_str().unwrap().contains("modle"), "{response}");
+    assert!(
+        response["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("modle"),
+        "{response}"
+    );
 
     // Still serving.
     let response = editor.request("tandem/newSession", json!({})).await;

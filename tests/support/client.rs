@@ -55,23 +55,26 @@ async fn read_frames(mut stdout: tokio::process::ChildStdout, tx: mpsc::Unbounde
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
         // Parse as many frames as the buffer holds.
-        loop {
-            let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                break;
-            };
+        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             let header = String::from_utf8_lossy(&buf[..end]).to_string();
             let len: usize = header
                 .lines()
                 .find_map(|l| l.strip_prefix("Content-Length: "))
                 .and_then(|v| v.trim().parse().ok())
-                .unwrap_or_else(|| panic!("daemon wrote a frame without Content-Length: {header:?}"));
+                .unwrap_or_else(|| {
+                    panic!("daemon wrote a frame without Content-Length: {header:?}")
+                });
             if buf.len() < end + 4 + len {
                 break;
             }
             let body = buf[end + 4..end + 4 + len].to_vec();
             buf.drain(..end + 4 + len);
-            let value: Value = serde_json::from_slice(&body)
-                .unwrap_or_else(|e| panic!("daemon wrote a non-JSON body ({e}): {}", String::from_utf8_lossy(&body)));
+            let value: Value = serde_json::from_slice(&body).unwrap_or_else(|e| {
+                panic!(
+                    "daemon wrote a non-JSON body ({e}): {}",
+                    String::from_utf8_lossy(&body)
+                )
+            });
             if tx.send(value).is_err() {
                 return;
             }
@@ -138,7 +141,10 @@ impl Editor {
     }
 
     /// Sets how the editor answers the daemon's requests.
-    pub fn on_request(&mut self, handler: impl FnMut(&str, &Value) -> Option<Value> + Send + 'static) {
+    pub fn on_request(
+        &mut self,
+        handler: impl FnMut(&str, &Value) -> Option<Value> + Send + 'static,
+    ) {
         self.handler = Some(Box::new(handler));
     }
 
@@ -161,7 +167,8 @@ impl Editor {
     }
 
     pub async fn notify(&mut self, method: &str, params: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params})).await;
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+            .await;
     }
 
     /// Sends a request without waiting; returns its id.
@@ -177,12 +184,21 @@ impl Editor {
     pub async fn next_message(&mut self) -> Value {
         let message = tokio::time::timeout(WAIT, self.incoming.recv())
             .await
-            .unwrap_or_else(|_| panic!("no message from the daemon within {WAIT:?}; stderr:\n{}", self.stderr()))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no message from the daemon within {WAIT:?}; stderr:\n{}",
+                    self.stderr()
+                )
+            })
             .unwrap_or_else(|| panic!("daemon closed stdout; stderr:\n{}", self.stderr()));
         self.received.push(message.clone());
         if message.get("method").is_some() && message.get("id").is_some() {
             let method = message["method"].as_str().unwrap_or_default().to_string();
-            let reply = match self.handler.as_mut().and_then(|h| h(&method, &message["params"])) {
+            let reply = match self
+                .handler
+                .as_mut()
+                .and_then(|h| h(&method, &message["params"]))
+            {
                 Some(result) => json!({"jsonrpc": "2.0", "id": message["id"], "result": result}),
                 None => json!({"jsonrpc": "2.0", "id": message["id"],
                                "error": {"code": -32601, "message": format!("method not found: {method}")}}),
@@ -209,7 +225,11 @@ impl Editor {
     }
 
     /// Waits until a notification with `method` arrives that `pred` accepts.
-    pub async fn wait_notification(&mut self, method: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    pub async fn wait_notification(
+        &mut self,
+        method: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
         loop {
             let message = self.next_message().await;
             if message.get("method").and_then(Value::as_str) == Some(method)
@@ -235,13 +255,18 @@ impl Editor {
         });
         merge(&mut params, extra);
         let response = self.request("initialize", params).await;
-        assert!(response.get("result").is_some(), "initialize failed: {response}");
+        assert!(
+            response.get("result").is_some(),
+            "initialize failed: {response}"
+        );
         self.notify("initialized", json!({})).await;
         response
     }
 
     pub async fn new_session(&mut self, config: Value) -> String {
-        let response = self.request("tandem/newSession", json!({"config": config})).await;
+        let response = self
+            .request("tandem/newSession", json!({"config": config}))
+            .await;
         response["result"]["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("newSession failed: {response}"))
@@ -277,7 +302,10 @@ impl Editor {
 
     pub async fn shutdown_and_exit(mut self) -> std::process::ExitStatus {
         let response = self.request("shutdown", Value::Null).await;
-        assert!(response.get("result").is_some(), "shutdown failed: {response}");
+        assert!(
+            response.get("result").is_some(),
+            "shutdown failed: {response}"
+        );
         self.notify("exit", Value::Null).await;
         tokio::time::timeout(WAIT, self.child.wait())
             .await
@@ -287,7 +315,9 @@ impl Editor {
 
     /// Closes stdin and waits for the process to end.
     pub async fn close_stdin(self) -> std::process::ExitStatus {
-        let Editor { mut child, stdin, .. } = self;
+        let Editor {
+            mut child, stdin, ..
+        } = self;
         drop(stdin);
         tokio::time::timeout(WAIT, child.wait())
             .await
@@ -297,7 +327,8 @@ impl Editor {
 
     /// The session's log lines (header first).
     pub fn log_lines(&self, session: &str) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.sessions_dir().join(format!("{session}.jsonl"))).unwrap_or_default();
+        let text = std::fs::read_to_string(self.sessions_dir().join(format!("{session}.jsonl")))
+            .unwrap_or_default();
         text.lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad log line ({e}): {l}")))
             .collect()
@@ -324,7 +355,12 @@ pub fn agent_text(updates: &[Value]) -> String {
     updates
         .iter()
         .filter(|u| u["update"]["sessionUpdate"] == "agent_message_chunk")
-        .map(|u| u["update"]["content"]["text"].as_str().unwrap_or_default().to_string())
+        .map(|u| {
+            u["update"]["content"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
         .collect()
 }
 
@@ -332,6 +368,11 @@ pub fn agent_text(updates: &[Value]) -> String {
 pub fn update_kinds(updates: &[Value]) -> Vec<String> {
     updates
         .iter()
-        .map(|u| u["update"]["sessionUpdate"].as_str().unwrap_or_default().to_string())
+        .map(|u| {
+            u["update"]["sessionUpdate"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
         .collect()
 }

@@ -485,7 +485,9 @@ fn check_jsonrpc(value: &Value) -> Result<(), String> {
                 );
             }
             match message.get("params") {
-                None | Some(Value::Object(_) | Value::Array(_)) => Ok(()),
+                // `"params": null` is not JSON-RPC 2.0, but editors send it
+                // for `shutdown` and `exit`; the LSP frontend drops it.
+                None | Some(Value::Null | Value::Object(_) | Value::Array(_)) => Ok(()),
                 Some(other) => Err(format!(
                     "`params` must be an object or an array, not {}",
                     json_kind(other)

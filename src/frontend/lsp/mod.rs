@@ -20,6 +20,7 @@ pub mod server;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tower_lsp::Server;
@@ -133,7 +134,8 @@ where
         bridge: outgoing.clone(),
     });
     let shutdown_requested = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (service, socket) = server::build_service(daemon.clone(), shutdown_requested.clone(), outgoing.clone());
+    let (service, socket) =
+        server::build_service(daemon.clone(), shutdown_requested.clone(), outgoing.clone());
 
     // tower-lsp reads only well-formed frames from us, and what it writes
     // is read back, unframed, and queued for the one stdout writer.
@@ -166,7 +168,18 @@ where
                 tracing::warn!("bad input frame: {error}");
                 out.send_json(&error.to_response());
             }
-            Frame::Message { body, value } => {
+            Frame::Message {
+                mut body,
+                mut value,
+            } => {
+                if value.get("params").is_some_and(Value::is_null) {
+                    // tower-lsp refuses `"params": null` on methods without
+                    // params; absent and null mean the same to an editor.
+                    if let Some(object) = value.as_object_mut() {
+                        object.remove("params");
+                    }
+                    body = serde_json::to_vec(&value).unwrap_or(body);
+                }
                 if Outgoing::is_ours(&value) {
                     outgoing.complete(&value);
                     continue;

@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::OutboundQueue;
 use crate::core::bridge::{
-    ApplyEditRequest, ApplyEditResponse, BridgeOutcome, ClientAbilities, ClientBridge, PermissionChoice,
-    PermissionRequest, UserInputRequest,
+    ApplyEditRequest, ApplyEditResponse, BridgeOutcome, ClientAbilities, ClientBridge,
+    PermissionChoice, PermissionRequest, UserInputRequest,
 };
 
 /// Prefix of the ids of our requests.
@@ -63,7 +63,12 @@ impl Outgoing {
         let Some(id) = message.get("id").and_then(Value::as_str) else {
             return;
         };
-        let Some(waiter) = self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(id) else {
+        let Some(waiter) = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id)
+        else {
             tracing::warn!(id, "answer to an unknown or withdrawn request");
             return;
         };
@@ -75,14 +80,20 @@ impl Outgoing {
     }
 
     /// Sends a request and waits for its answer or `cancel`.
-    pub async fn request(&self, method: &str, params: Value, cancel: &CancellationToken) -> BridgeOutcome<Value> {
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<Value> {
         let id = format!("{ID_PREFIX}{}", self.next.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
         self.pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id.clone(), tx);
-        self.out.send_json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.out
+            .send_json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         tokio::select! {
             reply = rx => match reply {
                 Ok(Ok(result)) => BridgeOutcome::Answered(result),
@@ -109,7 +120,10 @@ impl Outgoing {
 
     /// Fails every pending request (the connection is closing).
     pub fn fail_all(&self) {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 }
 
@@ -125,7 +139,9 @@ impl ClientBridge for Outgoing {
         cancel: &CancellationToken,
     ) -> BridgeOutcome<PermissionChoice> {
         if !self.abilities().request_permission {
-            return BridgeOutcome::Unavailable("the editor cannot answer permission requests".to_string());
+            return BridgeOutcome::Unavailable(
+                "the editor cannot answer permission requests".to_string(),
+            );
         }
         let always = request
             .always_scope
@@ -148,15 +164,23 @@ impl ClientBridge for Outgoing {
                 {"optionId": "reject_always", "name": "Always reject in this session", "kind": "reject_always"},
             ],
         });
-        match self.request("tandem/requestPermission", params, cancel).await {
+        match self
+            .request("tandem/requestPermission", params, cancel)
+            .await
+        {
             BridgeOutcome::Answered(result) => {
                 let outcome = &result["outcome"];
                 if outcome["outcome"] == "cancelled" {
                     return BridgeOutcome::Cancelled;
                 }
-                match outcome["optionId"].as_str().and_then(PermissionChoice::from_option_id) {
+                match outcome["optionId"]
+                    .as_str()
+                    .and_then(PermissionChoice::from_option_id)
+                {
                     Some(choice) => BridgeOutcome::Answered(choice),
-                    None => BridgeOutcome::Unavailable(format!("the editor answered with an unknown permission outcome: {result}")),
+                    None => BridgeOutcome::Unavailable(format!(
+                        "the editor answered with an unknown permission outcome: {result}"
+                    )),
                 }
             }
             BridgeOutcome::Cancelled => BridgeOutcome::Cancelled,
@@ -164,7 +188,11 @@ impl ClientBridge for Outgoing {
         }
     }
 
-    async fn request_user_input(&self, request: UserInputRequest, cancel: &CancellationToken) -> BridgeOutcome<Value> {
+    async fn request_user_input(
+        &self,
+        request: UserInputRequest,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<Value> {
         if !self.abilities().request_user_input {
             return BridgeOutcome::Unavailable("the editor cannot answer questions".to_string());
         }
@@ -173,26 +201,42 @@ impl ClientBridge for Outgoing {
             "toolCallId": request.tool_call_id,
             "questions": request.questions,
         });
-        match self.request("tandem/requestUserInput", params, cancel).await {
-            BridgeOutcome::Answered(result) if result.get("outcome").and_then(Value::as_str) == Some("cancelled") => {
+        match self
+            .request("tandem/requestUserInput", params, cancel)
+            .await
+        {
+            BridgeOutcome::Answered(result)
+                if result.get("outcome").and_then(Value::as_str) == Some("cancelled") =>
+            {
                 BridgeOutcome::Cancelled
             }
             BridgeOutcome::Answered(result) => match result.get("answers") {
                 Some(answers) => BridgeOutcome::Answered(answers.clone()),
-                None => BridgeOutcome::Unavailable(format!("the editor's answer has no `answers`: {result}")),
+                None => BridgeOutcome::Unavailable(format!(
+                    "the editor's answer has no `answers`: {result}"
+                )),
             },
             other => other,
         }
     }
 
-    async fn apply_edit(&self, request: ApplyEditRequest, cancel: &CancellationToken) -> BridgeOutcome<ApplyEditResponse> {
+    async fn apply_edit(
+        &self,
+        request: ApplyEditRequest,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<ApplyEditResponse> {
         if !self.abilities().apply_edit {
-            return BridgeOutcome::Unavailable("the editor cannot apply workspace edits".to_string());
+            return BridgeOutcome::Unavailable(
+                "the editor cannot apply workspace edits".to_string(),
+            );
         }
         let params = json!({"label": request.label, "edit": request.edit});
         match self.request("workspace/applyEdit", params, cancel).await {
             BridgeOutcome::Answered(result) => BridgeOutcome::Answered(ApplyEditResponse {
-                applied: result.get("applied").and_then(Value::as_bool).unwrap_or(false),
+                applied: result
+                    .get("applied")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
                 failure_reason: result
                     .get("failureReason")
                     .and_then(Value::as_str)

@@ -15,8 +15,8 @@ use tower_lsp::jsonrpc::{Error, ErrorCode, Result};
 use tower_lsp::lsp_types::*;
 use tower_lsp::{Client, ClientSocket, LanguageServer, LspService};
 
-use crate::buffers::{self, PositionEncoding, TextChange};
 use super::outgoing::Outgoing;
+use crate::buffers::{self, PositionEncoding, TextChange};
 use crate::core::bridge::ClientAbilities;
 use crate::core::daemon::{file_uri_to_path, Daemon, DaemonError, NewSession};
 use crate::frontend::updates::{prompt_result, user_content};
@@ -267,66 +267,71 @@ impl LanguageServer for Backend {
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         guarded_notification("textDocument/didOpen", async move {
-        let doc = params.text_document;
-        match uri_path(&doc.uri) {
-            Some(path) => self.daemon.buffers().open(path, doc.version, &doc.text),
-            None => tracing::debug!(uri = %doc.uri, "ignoring a document that is not a file"),
-        }
-    }).await
+            let doc = params.text_document;
+            match uri_path(&doc.uri) {
+                Some(path) => self.daemon.buffers().open(path, doc.version, &doc.text),
+                None => tracing::debug!(uri = %doc.uri, "ignoring a document that is not a file"),
+            }
+        })
+        .await
     }
 
     async fn did_change(&self, params: DidChangeTextDocumentParams) {
         guarded_notification("textDocument/didChange", async move {
-        let Some(path) = uri_path(&params.text_document.uri) else {
-            return;
-        };
-        let changes: Vec<TextChange> = params
-            .content_changes
-            .into_iter()
-            .map(text_change)
-            .collect();
-        if let Err(e) = self
-            .daemon
-            .buffers()
-            .change(&path, params.text_document.version, &changes)
-        {
-            // The editor and the cache disagree now; the agent would read a
-            // stale buffer, so say so loudly.
-            tracing::error!(uri = %params.text_document.uri, "didChange not applied: {e}");
-        }
-    }).await
+            let Some(path) = uri_path(&params.text_document.uri) else {
+                return;
+            };
+            let changes: Vec<TextChange> = params
+                .content_changes
+                .into_iter()
+                .map(text_change)
+                .collect();
+            if let Err(e) =
+                self.daemon
+                    .buffers()
+                    .change(&path, params.text_document.version, &changes)
+            {
+                // The editor and the cache disagree now; the agent would read a
+                // stale buffer, so say so loudly.
+                tracing::error!(uri = %params.text_document.uri, "didChange not applied: {e}");
+            }
+        })
+        .await
     }
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         guarded_notification("textDocument/didClose", async move {
-        if let Some(path) = uri_path(&params.text_document.uri) {
-            self.daemon.buffers().close(&path);
-        }
-    }).await
+            if let Some(path) = uri_path(&params.text_document.uri) {
+                self.daemon.buffers().close(&path);
+            }
+        })
+        .await
     }
 
     async fn did_save(&self, params: DidSaveTextDocumentParams) {
         guarded_notification("textDocument/didSave", async move {
-        if let Some(path) = uri_path(&params.text_document.uri) {
-            self.daemon.buffers().saved(&path, params.text.as_deref());
-        }
-    }).await
+            if let Some(path) = uri_path(&params.text_document.uri) {
+                self.daemon.buffers().saved(&path, params.text.as_deref());
+            }
+        })
+        .await
     }
 
     async fn did_change_workspace_folders(&self, params: DidChangeWorkspaceFoldersParams) {
         guarded_notification("workspace/didChangeWorkspaceFolders", async move {
-        let workspace = self.daemon.workspace();
-        for removed in params.event.removed {
-            if let Some(path) = uri_path(&removed.uri) {
-                workspace.remove_root(&path);
+            let workspace = self.daemon.workspace();
+            for removed in params.event.removed {
+                if let Some(path) = uri_path(&removed.uri) {
+                    workspace.remove_root(&path);
+                }
             }
-        }
-        for added in params.event.added {
-            if let Some(path) = uri_path(&added.uri) {
-                workspace.add_root(path);
+            for added in params.event.added {
+                if let Some(path) = uri_path(&added.uri) {
+                    workspace.add_root(path);
+                }
             }
-        }
-    }).await
+        })
+        .await
     }
 }
 
@@ -350,91 +355,95 @@ impl Drop for WithdrawOnDrop {
 impl Backend {
     async fn new_session(&self, params: NewSessionParams) -> Result<NewSessionResult> {
         guarded("tandem/newSession", async move {
-        let workspace_folder = match &params.workspace_folder {
-            Some(folder) => Some(folder_path(folder).ok_or_else(|| {
-                Error::invalid_params(format!(
-                    "workspaceFolder: `{folder}` is neither a file:// URI nor an absolute path"
-                ))
-            })?),
-            None => None,
-        };
-        if let Some(config) = &params.config {
-            if !config.is_object() {
-                return Err(Error::invalid_params("config: expected an object"));
+            let workspace_folder = match &params.workspace_folder {
+                Some(folder) => Some(folder_path(folder).ok_or_else(|| {
+                    Error::invalid_params(format!(
+                        "workspaceFolder: `{folder}` is neither a file:// URI nor an absolute path"
+                    ))
+                })?),
+                None => None,
+            };
+            if let Some(config) = &params.config {
+                if !config.is_object() {
+                    return Err(Error::invalid_params("config: expected an object"));
+                }
             }
-        }
-        let session = self
-            .daemon
-            .new_session(NewSession {
-                workspace_folder,
-                title: params.title,
-                config: params.config,
+            let session = self
+                .daemon
+                .new_session(NewSession {
+                    workspace_folder,
+                    title: params.title,
+                    config: params.config,
+                })
+                .map_err(daemon_error)?;
+            Ok(NewSessionResult {
+                session_id: session.id.clone(),
             })
-            .map_err(daemon_error)?;
-        Ok(NewSessionResult {
-            session_id: session.id.clone(),
         })
-    }).await
+        .await
     }
 
     async fn prompt(&self, params: PromptParams) -> Result<PromptResult> {
         guarded("tandem/prompt", async move {
-        if params.prompt.is_empty() {
-            return Err(Error::invalid_params(
-                "prompt: expected at least one content block",
-            ));
-        }
-        let (message_id, receipt) = self
-            .daemon
-            .prompt(&params.session_id, user_content(params.prompt))
-            .map_err(daemon_error)?;
-        // tower-lsp drops this future when the editor sends `$/cancelRequest`
-        // for the prompt; the guard then withdraws the prompt, so cancelling
-        // the request cancels its turn instead of leaving it running unseen.
-        let mut guard = WithdrawOnDrop {
-            daemon: self.daemon.clone(),
-            session_id: params.session_id.clone(),
-            message_id,
-            armed: true,
-        };
-        let receipt = receipt.await;
-        guard.armed = false;
-        match receipt {
-            Ok(receipt) => Ok(prompt_result(receipt)),
-            Err(_) => Err(Error {
-                code: ErrorCode::InternalError,
-                message: "the session stopped before the turn ended".into(),
-                data: None,
-            }),
-        }
-    }).await
+            if params.prompt.is_empty() {
+                return Err(Error::invalid_params(
+                    "prompt: expected at least one content block",
+                ));
+            }
+            let (message_id, receipt) = self
+                .daemon
+                .prompt(&params.session_id, user_content(params.prompt))
+                .map_err(daemon_error)?;
+            // tower-lsp drops this future when the editor sends `$/cancelRequest`
+            // for the prompt; the guard then withdraws the prompt, so cancelling
+            // the request cancels its turn instead of leaving it running unseen.
+            let mut guard = WithdrawOnDrop {
+                daemon: self.daemon.clone(),
+                session_id: params.session_id.clone(),
+                message_id,
+                armed: true,
+            };
+            let receipt = receipt.await;
+            guard.armed = false;
+            match receipt {
+                Ok(receipt) => Ok(prompt_result(receipt)),
+                Err(_) => Err(Error {
+                    code: ErrorCode::InternalError,
+                    message: "the session stopped before the turn ended".into(),
+                    data: None,
+                }),
+            }
+        })
+        .await
     }
 
     async fn steer(&self, params: SteerParams) -> Result<SteerResult> {
         guarded("tandem/steer", async move {
-        if params.prompt.is_empty() {
-            return Err(Error::invalid_params(
-                "prompt: expected at least one content block",
-            ));
-        }
-        let message_id = self
-            .daemon
-            .steer(&params.session_id, user_content(params.prompt), params.wake)
-            .map_err(daemon_error)?;
-        Ok(SteerResult { message_id })
-    }).await
+            if params.prompt.is_empty() {
+                return Err(Error::invalid_params(
+                    "prompt: expected at least one content block",
+                ));
+            }
+            let message_id = self
+                .daemon
+                .steer(&params.session_id, user_content(params.prompt), params.wake)
+                .map_err(daemon_error)?;
+            Ok(SteerResult { message_id })
+        })
+        .await
     }
 
     async fn cancel(&self, params: Value) {
         guarded_notification("tandem/cancel", async move {
-        match serde_json::from_value::<CancelParams>(params) {
-            Ok(params) => {
-                if let Err(e) = self.daemon.cancel(&params.session_id, params.keep_inbox) {
-                    tracing::warn!("tandem/cancel: {e}");
+            match serde_json::from_value::<CancelParams>(params) {
+                Ok(params) => {
+                    if let Err(e) = self.daemon.cancel(&params.session_id, params.keep_inbox) {
+                        tracing::warn!("tandem/cancel: {e}");
+                    }
                 }
+                Err(e) => tracing::warn!("tandem/cancel with bad params: {e}"),
             }
-            Err(e) => tracing::warn!("tandem/cancel with bad params: {e}"),
-        }
-    }).await
+        })
+        .await
     }
 }
