@@ -205,6 +205,23 @@ pub enum SessionUpdate {
         status: Option<String>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         content: Vec<ToolCallContent>,
+        /// tandem extension: a new piece of a running tool's output, to
+        /// append to what was shown before.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_delta: Option<String>,
+        /// tandem extension: the call waits for the user (`permission`,
+        /// `input`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        waiting_for: Option<String>,
+    },
+    /// The agent's plan (ACP plan entries).
+    Plan {
+        entries: Vec<PlanEntry>,
+    },
+    /// The session's approval mode changed.
+    #[serde(rename_all = "camelCase")]
+    CurrentModeUpdate {
+        current_mode_id: String,
     },
     Usage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -219,6 +236,16 @@ pub enum SessionUpdate {
         message: Option<String>,
         usage: WireUsage,
     },
+}
+
+/// One entry of a plan (ACP PlanEntry).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanEntry {
+    pub content: String,
+    /// `high`, `medium` or `low`; tandem sends `medium`.
+    pub priority: String,
+    /// `pending`, `in_progress` or `completed`.
+    pub status: String,
 }
 
 /// `experimental.tandem` in the client's `initialize` capabilities.

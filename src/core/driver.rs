@@ -21,7 +21,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::bridge::ClientBridge;
+use super::bridge::{BridgeOutcome, ClientBridge, PermissionChoice, PermissionRequest};
 use super::event::{
     Event, FinishReason, StopReason, ToolCallRequest, ToolStatus, TurnId, Usage, UserContent,
 };
@@ -29,11 +29,12 @@ use super::log::SessionLog;
 use super::projection::{Projection, RepairLimits};
 use super::session::{PendingInput, Session, TurnReceipt, Work};
 use crate::buffers::BufferCache;
+use crate::config::ApprovalMode;
 use crate::config::LimitsConfig;
 use crate::provider::{
     Completion, ErrorKind, ModelRequest, Provider, ProviderError, StreamEvent, ToolSpec,
 };
-use crate::tools::{ExecMode, Tool, ToolContext, ToolRegistry};
+use crate::tools::{ApprovalClass, ExecMode, Tool, ToolContext, ToolEvent, ToolRegistry};
 use crate::workspace::Workspace;
 
 /// Longest tool output recorded for the model, in bytes.
@@ -744,11 +745,14 @@ impl Turn<'_> {
                 args: parsed,
             });
         }
-        let ctx = ToolContext {
-            workspace: self.env.workspace.clone(),
-            buffers: self.env.buffers.clone(),
-            cancel: self.cancel.clone(),
-        };
+        let mut ctx = ToolContext::new(
+            self.env.workspace.clone(),
+            self.env.buffers.clone(),
+            self.cancel.clone(),
+        );
+        ctx.session_id = self.session.id.clone();
+        ctx.mode = self.session.mode();
+        ctx.bridge = self.env.bridge.clone();
         let available = self.available_tools();
         let pool = self.limits.parallel_tools.max(1);
         let mut rest = prepared.as_slice();
@@ -772,8 +776,8 @@ impl Turn<'_> {
                 .iter()
                 .map(|call| {
                     let call = call.clone();
-                    let ctx = ctx.clone();
-                    let log = self.session.log.clone();
+                    let ctx = call_context(&ctx, &self.session.log, &self.turn_id, &call.call_id);
+                    let log = self.session.clone();
                     let turn_id = self.turn_id.clone();
                     let available = available.clone();
                     Box::pin(
@@ -860,11 +864,182 @@ struct PreparedCall {
     args: Result<Value, String>,
 }
 
+/// The context of one call: its id, and progress reported as events.
+fn call_context(
+    base: &ToolContext,
+    log: &Arc<SessionLog>,
+    turn_id: &TurnId,
+    call_id: &str,
+) -> ToolContext {
+    let mut ctx = base.clone();
+    ctx.call_id = call_id.to_string();
+    let (log, turn_id, call_id) = (log.clone(), turn_id.clone(), call_id.to_string());
+    ctx.emit = Arc::new(move |event: ToolEvent| {
+        let event = match event {
+            ToolEvent::Output(text) => Event::ToolOutput {
+                turn_id: turn_id.clone(),
+                call_id: call_id.clone(),
+                text,
+            },
+            ToolEvent::Diff {
+                path,
+                old_text,
+                new_text,
+            } => Event::ToolDiff {
+                turn_id: turn_id.clone(),
+                call_id: call_id.clone(),
+                path,
+                old_text,
+                new_text,
+            },
+            ToolEvent::Plan { explanation, steps } => Event::Plan {
+                turn_id: turn_id.clone(),
+                explanation,
+                steps,
+            },
+            ToolEvent::Waiting(what) => Event::ToolWaiting {
+                turn_id: turn_id.clone(),
+                call_id: call_id.clone(),
+                waiting_for: what.to_string(),
+            },
+        };
+        log.append(event);
+    });
+    ctx
+}
+
+/// What `allow_always` remembers for a command: its program and, when the
+/// next word looks like a subcommand, that too (`cargo test`, `git status`).
+/// Commands that chain or redirect (`;`, `&&`, `|`, `>`, `$(`, backticks)
+/// have no scope: remembering them would allow whatever they chain.
+pub fn command_scope(cmd: &str) -> Option<String> {
+    const CHAINING: [&str; 9] = [";", "&", "|", ">", "<", "$(", "`", "\n", "\\"];
+    if CHAINING.iter().any(|c| cmd.contains(c)) {
+        return None;
+    }
+    let mut words = cmd.split_whitespace();
+    let program = words.next()?;
+    match words.next() {
+        Some(sub)
+            if sub
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                && !sub.starts_with('-') =>
+        {
+            Some(format!("{program} {sub}"))
+        }
+        _ => Some(program.to_string()),
+    }
+}
+
+/// Whether a remembered scope covers a command.
+fn scope_covers(scope: &str, cmd: &str) -> bool {
+    command_scope(cmd).is_some_and(|s| s == scope || s.starts_with(&format!("{scope} ")))
+}
+
+/// The approval gate of one call: `Ok` to run it, or the result to record
+/// instead.
+async fn approve(
+    tool: &Arc<dyn Tool>,
+    args: &Value,
+    ctx: &ToolContext,
+    session: &Arc<Session>,
+    turn_id: &TurnId,
+) -> Result<(), (ToolStatus, String)> {
+    if tool.approval() != ApprovalClass::Execute {
+        return Ok(());
+    }
+    let decide = |decision: &str, scope: Option<String>| {
+        session.log.append(Event::ApprovalDecided {
+            turn_id: turn_id.clone(),
+            call_id: ctx.call_id.clone(),
+            decision: decision.to_string(),
+            scope,
+        });
+    };
+    let cmd = args.get("cmd").and_then(Value::as_str).unwrap_or_default();
+    match ctx.mode {
+        ApprovalMode::Auto => return Ok(()),
+        ApprovalMode::ReadOnly => {
+            decide("rejected_by_mode", None);
+            return Err((
+                ToolStatus::Rejected,
+                "the session is in read-only mode: commands are not run".to_string(),
+            ));
+        }
+        ApprovalMode::Review => {}
+    }
+    let approvals = session.approvals();
+    if approvals.always_reject.iter().any(|s| scope_covers(s, cmd)) {
+        decide("rejected_by_rule", command_scope(cmd));
+        return Err((
+            ToolStatus::Rejected,
+            format!("the user chose to always reject `{cmd}`-like commands in this session"),
+        ));
+    }
+    if approvals.always_allow.iter().any(|s| scope_covers(s, cmd)) {
+        decide("allowed_by_rule", command_scope(cmd));
+        return Ok(());
+    }
+    (ctx.emit)(ToolEvent::Waiting("permission"));
+    let scope = command_scope(cmd);
+    let request = PermissionRequest {
+        session_id: session.id.clone(),
+        tool_call_id: ctx.call_id.clone(),
+        title: tool.title(args),
+        kind: tool.kind().to_string(),
+        raw_input: args.clone(),
+        always_scope: scope.clone(),
+    };
+    match ctx.bridge.request_permission(request, &ctx.cancel).await {
+        BridgeOutcome::Answered(choice) => {
+            let remembered = match choice {
+                PermissionChoice::AllowAlways | PermissionChoice::RejectAlways => scope.clone(),
+                _ => None,
+            };
+            decide(choice.option_id(), remembered.clone());
+            if let Some(scope) = &remembered {
+                session.remember(scope, choice.allows());
+            }
+            if choice.allows() {
+                Ok(())
+            } else {
+                Err((
+                    ToolStatus::Rejected,
+                    format!("the user rejected running `{cmd}`"),
+                ))
+            }
+        }
+        BridgeOutcome::Cancelled if ctx.cancel.is_cancelled() => {
+            decide("cancelled", None);
+            Err((
+                ToolStatus::NotRun,
+                "ABORTED_BEFORE_DISPATCH: the turn was cancelled while waiting for permission"
+                    .to_string(),
+            ))
+        }
+        BridgeOutcome::Cancelled => {
+            decide("dismissed", None);
+            Err((
+                ToolStatus::Rejected,
+                format!("the user dismissed the permission request for `{cmd}`"),
+            ))
+        }
+        BridgeOutcome::Unavailable(why) => {
+            decide("unavailable", None);
+            Err((
+                ToolStatus::Rejected,
+                format!("permission to run `{cmd}` could not be asked ({why}); in review mode commands need the user's approval"),
+            ))
+        }
+    }
+}
+
 /// Runs one call to its result; never fails.
 async fn execute_call(
     call: &PreparedCall,
     ctx: ToolContext,
-    log: Arc<SessionLog>,
+    session: Arc<Session>,
     turn_id: TurnId,
     available: &str,
 ) -> (ToolStatus, String) {
@@ -889,7 +1064,10 @@ async fn execute_call(
             )
         }
     };
-    log.append(Event::ToolStarted {
+    if let Err(refused) = approve(tool, &args, &ctx, &session, &turn_id).await {
+        return refused;
+    }
+    session.log.append(Event::ToolStarted {
         turn_id,
         call_id: call.call_id.clone(),
     });

@@ -251,6 +251,47 @@ pub enum Event {
         title: String,
         kind: String,
     },
+    /// A piece of a running tool's output (buffered like chunks).
+    ToolOutput {
+        turn_id: TurnId,
+        call_id: String,
+        text: String,
+    },
+    /// A file change a tool proposed or made, for editors to render.
+    ToolDiff {
+        turn_id: TurnId,
+        call_id: String,
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        old_text: Option<String>,
+        new_text: String,
+    },
+    /// A tool call waits for the user (`permission` or `input`).
+    ToolWaiting {
+        turn_id: TurnId,
+        call_id: String,
+        waiting_for: String,
+    },
+    /// The user's (or the mode's) decision on a call that needed approval.
+    /// `scope` is what `allow_always`/`reject_always` remember.
+    ApprovalDecided {
+        turn_id: TurnId,
+        call_id: String,
+        decision: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scope: Option<String>,
+    },
+    /// The agent's plan (`update_plan`).
+    Plan {
+        turn_id: TurnId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        explanation: Option<String>,
+        steps: Vec<crate::tools::PlanStep>,
+    },
+    /// The session's approval mode changed (`tandem/setMode`).
+    ModeChanged {
+        mode: crate::config::ApprovalMode,
+    },
     /// A tool call began running.
     ToolStarted {
         turn_id: TurnId,
@@ -286,7 +327,9 @@ impl Event {
     /// The turn this event belongs to, if any.
     pub fn turn_id(&self) -> Option<&str> {
         match self {
-            Event::InputQueued { .. } | Event::InputDiscarded { .. } => None,
+            Event::InputQueued { .. }
+            | Event::InputDiscarded { .. }
+            | Event::ModeChanged { .. } => None,
             Event::TurnStart { turn_id }
             | Event::UserMessage { turn_id, .. }
             | Event::InputClaimed { turn_id, .. }
@@ -299,6 +342,11 @@ impl Event {
             | Event::AttemptFailed { turn_id, .. }
             | Event::ToolCall { turn_id, .. }
             | Event::ToolStarted { turn_id, .. }
+            | Event::ToolOutput { turn_id, .. }
+            | Event::ToolDiff { turn_id, .. }
+            | Event::ToolWaiting { turn_id, .. }
+            | Event::ApprovalDecided { turn_id, .. }
+            | Event::Plan { turn_id, .. }
             | Event::ToolResult { turn_id, .. }
             | Event::StepEnd { turn_id, .. }
             | Event::UsageUpdate { turn_id, .. }
@@ -312,7 +360,10 @@ impl Event {
     pub fn is_durable_boundary(&self) -> bool {
         !matches!(
             self,
-            Event::AssistantChunk { .. } | Event::ThoughtChunk { .. } | Event::UsageUpdate { .. }
+            Event::AssistantChunk { .. }
+                | Event::ThoughtChunk { .. }
+                | Event::UsageUpdate { .. }
+                | Event::ToolOutput { .. }
         )
     }
 }

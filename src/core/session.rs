@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::event::{Event, InputQueue, StopReason, TurnId, Usage, UserContent};
 use super::log::SessionLog;
-use crate::config::Config;
+use crate::config::{ApprovalMode, Config};
 
 /// What a prompt's sender gets back when its turn is over.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,6 +85,16 @@ pub struct Session {
     pub shutdown: CancellationToken,
     next_message: AtomicU64,
     next_turn: AtomicU64,
+    approvals: Mutex<Approvals>,
+}
+
+/// The session's approval state: its mode and what the user said to
+/// remember. Rebuilt from `mode_changed` and `approval_decided` events.
+#[derive(Debug, Clone, Default)]
+pub struct Approvals {
+    pub mode: ApprovalMode,
+    pub always_allow: Vec<String>,
+    pub always_reject: Vec<String>,
 }
 
 impl Session {
@@ -102,7 +112,6 @@ impl Session {
             title,
             created,
             workspace,
-            config,
             log,
             inbox: Mutex::new(Inbox::default()),
             wake: Notify::new(),
@@ -110,6 +119,11 @@ impl Session {
             shutdown,
             next_message: AtomicU64::new(1),
             next_turn: AtomicU64::new(1),
+            approvals: Mutex::new(Approvals {
+                mode: config.approval.mode,
+                ..Approvals::default()
+            }),
+            config,
         }
     }
 
@@ -205,6 +219,42 @@ impl Session {
             .next_step
             .iter()
             .any(|i| i.wake)
+    }
+
+    pub fn approvals(&self) -> Approvals {
+        self.approvals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn mode(&self) -> ApprovalMode {
+        self.approvals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .mode
+    }
+
+    /// Changes the approval mode; takes effect at the next step.
+    pub fn set_mode(&self, mode: ApprovalMode) {
+        self.approvals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .mode = mode;
+        self.log.append(Event::ModeChanged { mode });
+    }
+
+    /// Remembers an `allow_always` or `reject_always` answer.
+    pub fn remember(&self, scope: &str, allow: bool) {
+        let mut approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
+        let list = if allow {
+            &mut approvals.always_allow
+        } else {
+            &mut approvals.always_reject
+        };
+        if !list.iter().any(|s| s == scope) {
+            list.push(scope.to_string());
+        }
     }
 
     /// Allocates the id of the next turn.

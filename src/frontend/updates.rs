@@ -2,13 +2,24 @@
 //! frontend: session events become `session/update`-shaped updates, wire
 //! prompts become user content, receipts become prompt results.
 
+use crate::config::ApprovalMode;
 use crate::core::event::{Event, InputQueue, ToolStatus, Usage, UserContent};
 use crate::core::log::LoggedEvent;
 use crate::core::session::TurnReceipt;
 use crate::protocol::{
-    ContentBlock, EmbeddedResource, PromptResult, SessionUpdate, ToolCallContent, UpdateParams,
-    WireUsage,
+    ContentBlock, EmbeddedResource, PlanEntry, PromptResult, SessionUpdate, ToolCallContent,
+    UpdateParams, WireUsage,
 };
+use crate::tools::PlanStatus;
+
+/// The wire name of an approval mode.
+pub fn mode_id(mode: ApprovalMode) -> &'static str {
+    match mode {
+        ApprovalMode::ReadOnly => "read-only",
+        ApprovalMode::Review => "review",
+        ApprovalMode::Auto => "auto",
+    }
+}
 
 pub fn wire_usage(usage: &Usage) -> WireUsage {
     WireUsage {
@@ -104,6 +115,61 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             tool_call_id: call_id.clone(),
             status: Some("in_progress".to_string()),
             content: Vec::new(),
+            output_delta: None,
+            waiting_for: None,
+        },
+        Event::ToolOutput { call_id, text, .. } => SessionUpdate::ToolCallUpdate {
+            tool_call_id: call_id.clone(),
+            status: None,
+            content: Vec::new(),
+            output_delta: Some(text.clone()),
+            waiting_for: None,
+        },
+        Event::ToolDiff {
+            call_id,
+            path,
+            old_text,
+            new_text,
+            ..
+        } => SessionUpdate::ToolCallUpdate {
+            tool_call_id: call_id.clone(),
+            status: None,
+            content: vec![ToolCallContent::Diff {
+                path: path.clone(),
+                old_text: old_text.clone(),
+                new_text: new_text.clone(),
+            }],
+            output_delta: None,
+            waiting_for: None,
+        },
+        Event::ToolWaiting {
+            call_id,
+            waiting_for,
+            ..
+        } => SessionUpdate::ToolCallUpdate {
+            tool_call_id: call_id.clone(),
+            status: Some("pending".to_string()),
+            content: Vec::new(),
+            output_delta: None,
+            waiting_for: Some(waiting_for.clone()),
+        },
+        Event::Plan { steps, .. } => SessionUpdate::Plan {
+            entries: steps
+                .iter()
+                .map(|step| PlanEntry {
+                    content: step.step.clone(),
+                    priority: "medium".to_string(),
+                    status: match step.status {
+                        PlanStatus::Pending => "pending",
+                        PlanStatus::InProgress => "in_progress",
+                        PlanStatus::Completed => "completed",
+                    }
+                    .to_string(),
+                })
+                .collect(),
+        },
+        Event::ModeChanged { mode } => SessionUpdate::CurrentModeUpdate {
+            current_mode_id: mode_id(*mode).to_string(),
         },
         Event::ToolResult {
             call_id,
@@ -116,6 +182,8 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             content: vec![ToolCallContent::Content {
                 content: text_block(output),
             }],
+            output_delta: None,
+            waiting_for: None,
         },
         Event::UsageUpdate {
             call,
@@ -164,6 +232,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             reason: Some(reason.clone()),
         },
         Event::TurnStart { .. }
+        | Event::ApprovalDecided { .. }
         | Event::HistoryRepaired { .. }
         | Event::LoopDetected { .. }
         | Event::StepStart { .. }

@@ -361,11 +361,11 @@ mod tests {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         }
-        let ctx = ToolContext {
-            workspace: Arc::new(Workspace::new(vec![dir.path().to_path_buf()])),
-            buffers: Arc::new(BufferCache::new()),
-            cancel: CancellationToken::new(),
-        };
+        let ctx = ToolContext::new(
+            Arc::new(Workspace::new(vec![dir.path().to_path_buf()])),
+            Arc::new(BufferCache::new()),
+            CancellationToken::new(),
+        );
         (dir, ctx)
     }
 

@@ -18,6 +18,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::buffers::BufferCache;
+use crate::config::ApprovalMode;
+use crate::core::bridge::{ClientBridge, NoClient};
 use crate::provider::ToolSpec;
 use crate::workspace::Workspace;
 
@@ -46,6 +48,70 @@ pub struct ToolContext {
     pub buffers: Arc<BufferCache>,
     /// Cancelled when the turn is cancelled; long-running tools must watch it.
     pub cancel: CancellationToken,
+    pub session_id: String,
+    /// The id of the call being run.
+    pub call_id: String,
+    /// The session's approval mode when the call started.
+    pub mode: ApprovalMode,
+    /// How to ask the editor (permission, questions, edits).
+    pub bridge: Arc<dyn ClientBridge>,
+    /// Where the tool reports progress; each becomes a session event.
+    pub emit: Arc<dyn Fn(ToolEvent) + Send + Sync>,
+}
+
+impl ToolContext {
+    /// A context with no editor, no progress reporting and `auto` mode.
+    pub fn new(
+        workspace: Arc<Workspace>,
+        buffers: Arc<BufferCache>,
+        cancel: CancellationToken,
+    ) -> Self {
+        ToolContext {
+            workspace,
+            buffers,
+            cancel,
+            session_id: String::new(),
+            call_id: String::new(),
+            mode: ApprovalMode::Auto,
+            bridge: Arc::new(NoClient),
+            emit: Arc::new(|_| {}),
+        }
+    }
+}
+
+/// One entry of a plan (`update_plan`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlanStep {
+    pub step: String,
+    pub status: PlanStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+/// What a running tool reports besides its result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolEvent {
+    /// A piece of output as it is produced (`exec_command`).
+    Output(String),
+    /// A proposed or applied change to a file, for editors to render.
+    Diff {
+        path: String,
+        old_text: Option<String>,
+        new_text: String,
+    },
+    /// A new plan (`update_plan`).
+    Plan {
+        explanation: Option<String>,
+        steps: Vec<PlanStep>,
+    },
+    /// The call waits for the user: `permission` or `input`.
+    Waiting(&'static str),
 }
 
 /// A tool's failure, phrased for the model.

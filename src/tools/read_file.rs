@@ -196,11 +196,11 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     fn context(root: &Path) -> ToolContext {
-        ToolContext {
-            workspace: Arc::new(Workspace::new(vec![root.to_path_buf()])),
-            buffers: Arc::new(BufferCache::new()),
-            cancel: CancellationToken::new(),
-        }
+        ToolContext::new(
+            Arc::new(Workspace::new(vec![root.to_path_buf()])),
+            Arc::new(BufferCache::new()),
+            CancellationToken::new(),
+        )
     }
 
     fn workspace_with(files: &[(&str, &str)]) -> (tempfile::TempDir, ToolContext) {
