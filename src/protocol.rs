@@ -125,6 +125,21 @@ pub struct SteerResult {
     pub message_id: String,
 }
 
+/// `tandem/setMode` params and result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SetModeParams {
+    pub session_id: String,
+    /// `read-only`, `review` or `auto`.
+    pub mode: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetModeResult {
+    pub mode: String,
+}
+
 /// `tandem/cancel` params.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

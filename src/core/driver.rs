@@ -103,7 +103,6 @@ impl AdmissionHook for MaxInputChars {
 /// The session's task: takes work from the inbox and runs a turn for
 /// each, answering the prompt's receipt when its turn has ended.
 pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection: Projection) {
-    let tool_specs = env.tools.specs();
     let mut session_usage = Usage::default();
     let mut loops = LoopDetector::default();
     while let Some(work) = session.next_work().await {
@@ -127,7 +126,7 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
         let mut turn = Turn {
             session: &session,
             env: &env,
-            tool_specs: &tool_specs,
+            tool_specs: Vec::new(),
             limits: &session.config.limits,
             projection: &mut projection,
             turn_id: turn_id.clone(),
@@ -318,7 +317,8 @@ fn backoff_delay(limits: &LimitsConfig, retry: u32, retry_after: Option<Duration
 struct Turn<'a> {
     session: &'a Arc<Session>,
     env: &'a SessionEnv,
-    tool_specs: &'a [ToolSpec],
+    /// The tools offered in the current step (mode and client decide).
+    tool_specs: Vec<ToolSpec>,
     limits: &'a LimitsConfig,
     projection: &'a mut Projection,
     turn_id: TurnId,
@@ -480,6 +480,10 @@ impl Turn<'_> {
                 step,
             });
             self.repair_history();
+            self.tool_specs = self
+                .env
+                .tools
+                .offered(self.session.mode(), self.env.bridge.abilities());
             let (completion, attempt) = match self.call_model(step).await {
                 Ok(done) => done,
                 Err(end) => {
@@ -628,7 +632,7 @@ impl Turn<'_> {
         let first_deadline = Instant::now() + first_token;
         let request = ModelRequest {
             messages: self.projection.messages(),
-            tools: self.tool_specs,
+            tools: &self.tool_specs,
             max_output_tokens: match self.session.config.model.max_output_tokens {
                 0 => None,
                 n => Some(n),
@@ -719,8 +723,15 @@ impl Turn<'_> {
     /// pool, exclusive calls alone; results recorded in model order.
     async fn run_tools(&mut self, calls: &[ToolCallRequest]) {
         let mut prepared = Vec::with_capacity(calls.len());
+        let mode = self.session.mode();
+        let abilities = self.env.bridge.abilities();
         for call in calls {
-            let tool = self.env.tools.get(&call.name).cloned();
+            let tool = self
+                .env
+                .tools
+                .get(&call.name)
+                .filter(|t| ToolRegistry::is_offered(t.as_ref(), mode, abilities))
+                .cloned();
             let parsed: Result<Value, String> =
                 serde_json::from_str(&call.arguments).map_err(|e| e.to_string());
             let (title, kind) = match (&tool, &parsed) {

@@ -7,10 +7,13 @@
 //! the buffer cache), never through raw paths from the model.
 
 pub mod exec;
+pub mod exec_command;
 pub mod grep;
 pub mod list_files;
 pub mod patch;
 pub mod read_file;
+pub mod request_user_input;
+pub mod update_plan;
 
 use std::sync::Arc;
 
@@ -19,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::buffers::BufferCache;
 use crate::config::ApprovalMode;
-use crate::core::bridge::{ClientBridge, NoClient};
+use crate::core::bridge::{ClientAbilities, ClientBridge, NoClient};
 use crate::provider::ToolSpec;
 use crate::workspace::Workspace;
 
@@ -164,6 +167,47 @@ impl ToolRegistry {
         registry.register(Arc::new(list_files::ListFiles));
         registry.register(Arc::new(grep::Grep));
         registry
+    }
+
+    /// Every tool of a session; which of them the model sees depends on the
+    /// mode and the client (see [`ToolRegistry::offered`]).
+    pub fn for_session() -> Self {
+        let mut registry = ToolRegistry::with_read_tools();
+        registry.register(Arc::new(exec_command::ExecCommand));
+        registry.register(Arc::new(update_plan::UpdatePlan));
+        registry.register(Arc::new(request_user_input::RequestUserInput));
+        registry
+    }
+
+    /// Whether the model is offered a tool: read-only mode offers no edit
+    /// or execute tools, and `request_user_input` needs a client that can
+    /// answer.
+    pub fn is_offered(tool: &dyn Tool, mode: ApprovalMode, abilities: ClientAbilities) -> bool {
+        if mode == ApprovalMode::ReadOnly
+            && matches!(
+                tool.approval(),
+                ApprovalClass::Edit | ApprovalClass::Execute
+            )
+        {
+            return false;
+        }
+        if tool.name() == "request_user_input" && !abilities.request_user_input {
+            return false;
+        }
+        true
+    }
+
+    /// The specs of the tools offered in this mode to this client.
+    pub fn offered(&self, mode: ApprovalMode, abilities: ClientAbilities) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .filter(|t| Self::is_offered(t.as_ref(), mode, abilities))
+            .map(|t| ToolSpec {
+                name: t.name().to_string(),
+                description: t.description().to_string(),
+                parameters: t.parameters(),
+            })
+            .collect()
     }
 
     pub fn register(&mut self, tool: Arc<dyn Tool>) {

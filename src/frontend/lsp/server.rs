@@ -17,12 +17,14 @@ use tower_lsp::{Client, ClientSocket, LanguageServer, LspService};
 
 use super::outgoing::Outgoing;
 use crate::buffers::{self, PositionEncoding, TextChange};
+use crate::config::ApprovalMode;
 use crate::core::bridge::ClientAbilities;
 use crate::core::daemon::{file_uri_to_path, Daemon, DaemonError, NewSession};
 use crate::frontend::updates::{prompt_result, user_content};
 use crate::protocol::{
     error_code, CancelParams, ClientTandemCapabilities, NewSessionParams, NewSessionResult,
-    PromptParams, PromptResult, SteerParams, SteerResult, PROTOCOL_VERSION,
+    PromptParams, PromptResult, SetModeParams, SetModeResult, SteerParams, SteerResult,
+    PROTOCOL_VERSION,
 };
 
 pub struct Backend {
@@ -45,6 +47,7 @@ pub fn build_service(
     .custom_method("tandem/newSession", Backend::new_session)
     .custom_method("tandem/prompt", Backend::prompt)
     .custom_method("tandem/steer", Backend::steer)
+    .custom_method("tandem/setMode", Backend::set_mode)
     .custom_method("tandem/cancel", Backend::cancel)
     .finish()
 }
@@ -165,95 +168,98 @@ fn text_change(change: TextDocumentContentChangeEvent) -> TextChange {
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
         guarded("initialize", async move {
-        let encoding = negotiate_encoding(&params);
-        self.daemon.buffers().set_encoding(encoding);
+            let encoding = negotiate_encoding(&params);
+            self.daemon.buffers().set_encoding(encoding);
 
-        let mut roots: Vec<PathBuf> = params
-            .workspace_folders
-            .iter()
-            .flatten()
-            .filter_map(|f| uri_path(&f.uri))
-            .collect();
-        #[allow(deprecated)]
-        if roots.is_empty() {
-            if let Some(root) = params.root_uri.as_ref().and_then(uri_path) {
-                roots.push(root);
-            }
-        }
-        self.daemon.workspace().set_roots(roots);
-
-        let tandem_caps: ClientTandemCapabilities = match params
-            .capabilities
-            .experimental
-            .as_ref()
-            .and_then(|e| e.get("tandem"))
-        {
-            Some(tandem) => serde_json::from_value(tandem.clone()).map_err(|e| {
-                Error::invalid_params(format!("capabilities.experimental.tandem: {e}"))
-            })?,
-            None => ClientTandemCapabilities::default(),
-        };
-        let workspace_caps = params.capabilities.workspace.as_ref();
-        let edit_caps = workspace_caps.and_then(|w| w.workspace_edit.as_ref());
-        let resource_ops = edit_caps.and_then(|e| e.resource_operations.as_ref());
-        self.outgoing.set_abilities(ClientAbilities {
-            request_permission: tandem_caps.request_permission,
-            request_user_input: tandem_caps.request_user_input,
-            apply_edit: workspace_caps.and_then(|w| w.apply_edit).unwrap_or(false)
-                && edit_caps.and_then(|e| e.document_changes).unwrap_or(false),
-            change_annotations: edit_caps.is_some_and(|e| e.change_annotation_support.is_some()),
-            resource_operations: resource_ops.is_some_and(|ops| {
-                [
-                    ResourceOperationKind::Create,
-                    ResourceOperationKind::Rename,
-                    ResourceOperationKind::Delete,
-                ]
+            let mut roots: Vec<PathBuf> = params
+                .workspace_folders
                 .iter()
-                .all(|k| ops.contains(k))
-            }),
-        });
-        if let Some(options) = params.initialization_options {
-            self.daemon
-                .set_init_options(options)
-                .map_err(|e| Error::invalid_params(format!("initializationOptions: {e}")))?;
-        }
+                .flatten()
+                .filter_map(|f| uri_path(&f.uri))
+                .collect();
+            #[allow(deprecated)]
+            if roots.is_empty() {
+                if let Some(root) = params.root_uri.as_ref().and_then(uri_path) {
+                    roots.push(root);
+                }
+            }
+            self.daemon.workspace().set_roots(roots);
 
-        Ok(InitializeResult {
-            server_info: Some(ServerInfo {
-                name: "tandem".to_string(),
-                version: Some(env!("CARGO_PKG_VERSION").to_string()),
-            }),
-            capabilities: ServerCapabilities {
-                position_encoding: Some(encoding_kind(encoding)),
-                text_document_sync: Some(TextDocumentSyncCapability::Options(
-                    TextDocumentSyncOptions {
-                        open_close: Some(true),
-                        change: Some(TextDocumentSyncKind::INCREMENTAL),
-                        will_save: None,
-                        will_save_wait_until: None,
-                        save: Some(TextDocumentSyncSaveOptions::SaveOptions(SaveOptions {
-                            include_text: Some(true),
-                        })),
-                    },
-                )),
-                workspace: Some(WorkspaceServerCapabilities {
-                    workspace_folders: Some(WorkspaceFoldersServerCapabilities {
-                        supported: Some(true),
-                        change_notifications: Some(OneOf::Left(true)),
-                    }),
-                    file_operations: None,
+            let tandem_caps: ClientTandemCapabilities = match params
+                .capabilities
+                .experimental
+                .as_ref()
+                .and_then(|e| e.get("tandem"))
+            {
+                Some(tandem) => serde_json::from_value(tandem.clone()).map_err(|e| {
+                    Error::invalid_params(format!("capabilities.experimental.tandem: {e}"))
+                })?,
+                None => ClientTandemCapabilities::default(),
+            };
+            let workspace_caps = params.capabilities.workspace.as_ref();
+            let edit_caps = workspace_caps.and_then(|w| w.workspace_edit.as_ref());
+            let resource_ops = edit_caps.and_then(|e| e.resource_operations.as_ref());
+            self.outgoing.set_abilities(ClientAbilities {
+                request_permission: tandem_caps.request_permission,
+                request_user_input: tandem_caps.request_user_input,
+                apply_edit: workspace_caps.and_then(|w| w.apply_edit).unwrap_or(false)
+                    && edit_caps.and_then(|e| e.document_changes).unwrap_or(false),
+                change_annotations: edit_caps
+                    .is_some_and(|e| e.change_annotation_support.is_some()),
+                resource_operations: resource_ops.is_some_and(|ops| {
+                    [
+                        ResourceOperationKind::Create,
+                        ResourceOperationKind::Rename,
+                        ResourceOperationKind::Delete,
+                    ]
+                    .iter()
+                    .all(|k| ops.contains(k))
                 }),
-                experimental: Some(json!({
-                    "tandem": {
-                        "protocolVersion": PROTOCOL_VERSION,
-                        "methods": ["tandem/newSession", "tandem/prompt", "tandem/steer", "tandem/cancel"],
-                        "notifications": ["tandem/update"],
-                    }
-                })),
-                ..ServerCapabilities::default()
-            },
+            });
+            if let Some(options) = params.initialization_options {
+                self.daemon
+                    .set_init_options(options)
+                    .map_err(|e| Error::invalid_params(format!("initializationOptions: {e}")))?;
+            }
+
+            Ok(InitializeResult {
+                server_info: Some(ServerInfo {
+                    name: "tandem".to_string(),
+                    version: Some(env!("CARGO_PKG_VERSION").to_string()),
+                }),
+                capabilities: ServerCapabilities {
+                    position_encoding: Some(encoding_kind(encoding)),
+                    text_document_sync: Some(TextDocumentSyncCapability::Options(
+                        TextDocumentSyncOptions {
+                            open_close: Some(true),
+                            change: Some(TextDocumentSyncKind::INCREMENTAL),
+                            will_save: None,
+                            will_save_wait_until: None,
+                            save: Some(TextDocumentSyncSaveOptions::SaveOptions(SaveOptions {
+                                include_text: Some(true),
+                            })),
+                        },
+                    )),
+                    workspace: Some(WorkspaceServerCapabilities {
+                        workspace_folders: Some(WorkspaceFoldersServerCapabilities {
+                            supported: Some(true),
+                            change_notifications: Some(OneOf::Left(true)),
+                        }),
+                        file_operations: None,
+                    }),
+                    experimental: Some(json!({
+                        "tandem": {
+                            "protocolVersion": PROTOCOL_VERSION,
+                            "methods": ["tandem/newSession", "tandem/prompt", "tandem/steer",
+                                "tandem/setMode", "tandem/cancel"],
+                            "notifications": ["tandem/update"],
+                        }
+                    })),
+                    ..ServerCapabilities::default()
+                },
+            })
         })
-    }).await
+        .await
     }
 
     async fn initialized(&self, _: InitializedParams) {
@@ -429,6 +435,28 @@ impl Backend {
                 .steer(&params.session_id, user_content(params.prompt), params.wake)
                 .map_err(daemon_error)?;
             Ok(SteerResult { message_id })
+        })
+        .await
+    }
+
+    async fn set_mode(&self, params: SetModeParams) -> Result<SetModeResult> {
+        guarded("tandem/setMode", async move {
+            let mode = match params.mode.as_str() {
+                "read-only" => ApprovalMode::ReadOnly,
+                "review" => ApprovalMode::Review,
+                "auto" => ApprovalMode::Auto,
+                other => {
+                    return Err(Error::invalid_params(format!(
+                        "mode: `{other}` is not one of `read-only`, `review`, `auto`"
+                    )))
+                }
+            };
+            let session = self
+                .daemon
+                .session(&params.session_id)
+                .map_err(daemon_error)?;
+            session.set_mode(mode);
+            Ok(SetModeResult { mode: params.mode })
         })
         .await
     }

@@ -1,0 +1,105 @@
+//! `exec_command {cmd, workdir?, timeout_ms?}`: runs a command through the
+//! user's shell in the workspace, streaming its output to the editor.
+//!
+//! Approval (review mode asks first) happens in the driver before `run`;
+//! this tool only confines the working directory and runs.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::exec::{run_command, CommandEnd, CommandSpec, DEFAULT_TIMEOUT};
+use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
+
+/// Longest timeout a call may ask for.
+const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+
+pub struct ExecCommand;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    cmd: String,
+    #[serde(default)]
+    workdir: Option<String>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+#[async_trait::async_trait]
+impl Tool for ExecCommand {
+    fn name(&self) -> &'static str {
+        "exec_command"
+    }
+
+    fn description(&self) -> &'static str {
+        "Run a shell command in the workspace and return its exit code and output (stdout and \
+         stderr interleaved, long output shortened in the middle). Use for builds, tests, git and \
+         other tools; prefer read_file/grep/list_files for looking at code."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "cmd": {"type": "string", "description": "The command line, run with the user's shell (`$SHELL -c`)."},
+                "workdir": {"type": "string", "description": "Directory to run in, relative to the workspace root (default: the root)."},
+                "timeout_ms": {"type": "integer", "minimum": 1, "description": "Kill the command after this many milliseconds (default 10000, at most 600000)."}
+            },
+            "required": ["cmd"],
+            "additionalProperties": false
+        })
+    }
+
+    fn mode(&self) -> ExecMode {
+        ExecMode::Exclusive
+    }
+
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::Execute
+    }
+
+    fn kind(&self) -> &'static str {
+        "execute"
+    }
+
+    fn title(&self, args: &Value) -> String {
+        let cmd = args.get("cmd").and_then(Value::as_str).unwrap_or("?");
+        format!("Run `{cmd}`")
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let args: Args = parse_args(self.name(), &args)?;
+        if args.cmd.trim().is_empty() {
+            return Err(ToolError::new("`cmd` is empty"));
+        }
+        let workdir = ctx
+            .workspace
+            .resolve(args.workdir.as_deref().unwrap_or("."))
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        if !workdir.is_dir() {
+            return Err(ToolError::new(format!(
+                "workdir `{}` is not a directory",
+                args.workdir.unwrap_or_default()
+            )));
+        }
+        let mut spec = CommandSpec::new(args.cmd, workdir);
+        spec.timeout = args
+            .timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(DEFAULT_TIMEOUT)
+            .min(MAX_TIMEOUT);
+        let emit = ctx.emit.clone();
+        let outcome = run_command(spec, ctx.cancel.clone(), move |piece| {
+            emit(ToolEvent::Output(piece.to_string()))
+        })
+        .await
+        .map_err(|e| ToolError::new(e.to_string()))?;
+        match outcome.end {
+            // The driver reports a cancelled call as aborted; say the same.
+            CommandEnd::Cancelled => Err(ToolError::new(outcome.to_model_text())),
+            _ => Ok(outcome.to_model_text()),
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! `request_user_input {questions: [{id, question, options?}]}`: asks the
+//! user through the editor and returns the answers. Offered only when the
+//! client said it can answer (`experimental.tandem.requestUserInput`).
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
+use crate::core::bridge::{BridgeOutcome, UserInputRequest};
+
+pub struct RequestUserInput;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Question {
+    id: String,
+    question: String,
+    #[serde(default)]
+    options: Option<Vec<QuestionOption>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct QuestionOption {
+    label: String,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    questions: Vec<Question>,
+}
+
+#[async_trait::async_trait]
+impl Tool for RequestUserInput {
+    fn name(&self) -> &'static str {
+        "request_user_input"
+    }
+
+    fn description(&self) -> &'static str {
+        "Ask the user one or more questions and wait for the answers. Use only when you cannot \
+         proceed without a decision or information only the user has."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "questions": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string"},
+                            "question": {"type": "string"},
+                            "options": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "properties": {"label": {"type": "string"}, "description": {"type": "string"}},
+                                    "required": ["label"],
+                                    "additionalProperties": false
+                                }
+                            }
+                        },
+                        "required": ["id", "question"],
+                        "additionalProperties": false
+                    }
+                }
+            },
+            "required": ["questions"],
+            "additionalProperties": false
+        })
+    }
+
+    fn mode(&self) -> ExecMode {
+        ExecMode::Exclusive
+    }
+
+    fn approval(&self) -> ApprovalClass {
+        ApprovalClass::None
+    }
+
+    fn kind(&self) -> &'static str {
+        "think"
+    }
+
+    fn title(&self, _args: &Value) -> String {
+        "Ask the user".to_string()
+    }
+
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let parsed: Args = parse_args(self.name(), &args)?;
+        if parsed.questions.is_empty() {
+            return Err(ToolError::new(
+                "`questions` must have at least one question",
+            ));
+        }
+        (ctx.emit)(ToolEvent::Waiting("input"));
+        let request = UserInputRequest {
+            session_id: ctx.session_id.clone(),
+            tool_call_id: ctx.call_id.clone(),
+            questions: args["questions"].clone(),
+        };
+        match ctx.bridge.request_user_input(request, &ctx.cancel).await {
+            BridgeOutcome::Answered(answers) => Ok(format!("The user answered: {answers}")),
+            BridgeOutcome::Cancelled => Err(ToolError::new(
+                "the user did not answer (the question was cancelled)",
+            )),
+            BridgeOutcome::Unavailable(why) => Err(ToolError::new(format!(
+                "the question could not be asked: {why}"
+            ))),
+        }
+    }
+}
