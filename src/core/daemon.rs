@@ -23,7 +23,7 @@ use super::projection::Projection;
 use super::session::{Session, TurnReceipt};
 use crate::buffers::BufferCache;
 use crate::config::{Config, ConfigBuilder, ConfigError};
-use crate::tools::ToolRegistry;
+use crate::tools::{Tool, ToolRegistry};
 use crate::workspace::Workspace;
 
 /// A failed daemon call.
@@ -69,6 +69,7 @@ pub struct Daemon {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     shutdown: CancellationToken,
     admission: Mutex<Vec<Arc<dyn AdmissionHook>>>,
+    extra_tools: Mutex<Vec<Arc<dyn Tool>>>,
 }
 
 impl Daemon {
@@ -85,6 +86,7 @@ impl Daemon {
             tasks: Mutex::new(Vec::new()),
             shutdown: CancellationToken::new(),
             admission: Mutex::new(Vec::new()),
+            extra_tools: Mutex::new(Vec::new()),
         })
     }
 
@@ -94,6 +96,12 @@ impl Daemon {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(hook);
+    }
+
+    /// Adds a tool to sessions created from now on (embedders, benchmarks
+    /// and in-process tests; replaces a built-in tool of the same name).
+    pub fn register_tool(&self, tool: Arc<dyn Tool>) {
+        self.extra_tools.lock().unwrap_or_else(|e| e.into_inner()).push(tool);
     }
 
     pub fn buffers(&self) -> &Arc<BufferCache> {
@@ -192,9 +200,13 @@ impl Daemon {
                 .iter()
                 .cloned(),
         );
+        let mut tools = ToolRegistry::for_session();
+        for tool in self.extra_tools.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            tools.register(tool.clone());
+        }
         let env = SessionEnv {
             provider,
-            tools: ToolRegistry::for_session(),
+            tools,
             workspace,
             buffers: self.buffers.clone(),
             admission,
