@@ -22,6 +22,58 @@ struct Cli {
 enum Command {
     /// Serve the Language Server Protocol with tandem's extensions on stdio.
     Lsp,
+    /// List the sessions in $TANDEM_HOME/sessions, newest first.
+    Sessions,
+    /// Print a session's trajectory: turns, steps, tool calls with their
+    /// results, stop reasons and usage.
+    Replay {
+        /// The session id (see `tandem sessions`).
+        session_id: String,
+    },
+}
+
+fn list_sessions() -> ExitCode {
+    let dir = tandem_home().join("sessions");
+    let sessions = tandem::core::history::list_session_logs(&dir, &Default::default());
+    let mut sessions = sessions;
+    sessions.sort_by(|a, b| b.updated.cmp(&a.updated));
+    if sessions.is_empty() {
+        println!("no sessions in {}", dir.display());
+    }
+    for s in sessions {
+        println!(
+            "{}  {:<11}  {:>3} turns  {}  {}",
+            s.session_id, s.state, s.turn_count, s.updated, s.title
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn replay(session_id: &str) -> ExitCode {
+    let path = tandem_home()
+        .join("sessions")
+        .join(format!("{session_id}.jsonl"));
+    match tandem::core::log::read_log(&path) {
+        Ok((header, events)) => {
+            println!(
+                "session {} created {} in {}",
+                header.session_id,
+                header.created,
+                header
+                    .workspace
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            print!("{}", tandem::core::history::render_trajectory(&events));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("tandem: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn init_tracing() {
@@ -96,6 +148,8 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match cli.command {
             Some(Command::Lsp) => serve_lsp(tokio::io::stdin()).await,
+            Some(Command::Sessions) => list_sessions(),
+            Some(Command::Replay { session_id }) => replay(&session_id),
             None => autodetect().await,
         }
     });

@@ -125,6 +125,22 @@ pub struct SteerResult {
     pub message_id: String,
 }
 
+/// `tandem/loadSession` params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoadSessionParams {
+    pub session_id: String,
+}
+
+/// `tandem/loadSession` result, sent after the replayed updates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadSessionResult {
+    pub session_id: String,
+    /// How many `tandem/update` notifications the replay sent.
+    pub replayed: usize,
+}
+
 /// `tandem/setMode` params and result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

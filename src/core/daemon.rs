@@ -18,9 +18,12 @@ use tokio_util::sync::CancellationToken;
 use super::bridge::ClientBridge;
 use super::driver::{run_session, AdmissionHook, MaxInputChars, SessionEnv};
 use super::event::UserContent;
-use super::log::{now_rfc3339, Durability, EventSink, LogHeader, SessionLog, LOG_VERSION};
+use super::history::{list_session_logs, recover_interrupted, SessionSummary};
+use super::log::{
+    now_rfc3339, read_log, Durability, EventSink, LogHeader, NullSink, SessionLog, LOG_VERSION,
+};
 use super::projection::Projection;
-use super::session::{Session, TurnReceipt};
+use super::session::{RunState, Session, TurnReceipt};
 use crate::buffers::BufferCache;
 use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::tools::{Tool, ToolRegistry};
@@ -101,7 +104,10 @@ impl Daemon {
     /// Adds a tool to sessions created from now on (embedders, benchmarks
     /// and in-process tests; replaces a built-in tool of the same name).
     pub fn register_tool(&self, tool: Arc<dyn Tool>) {
-        self.extra_tools.lock().unwrap_or_else(|e| e.into_inner()).push(tool);
+        self.extra_tools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(tool);
     }
 
     pub fn buffers(&self) -> &Arc<BufferCache> {
@@ -138,24 +144,8 @@ impl Daemon {
 
     /// Creates a session and starts its task.
     pub fn new_session(&self, params: NewSession) -> Result<Arc<Session>, DaemonError> {
-        let (workspace, roots) = match &params.workspace_folder {
-            Some(folder) => {
-                let ws = Arc::new(Workspace::new(vec![folder.clone()]));
-                let roots = ws.roots();
-                (ws, roots)
-            }
-            None => (self.workspace.clone(), self.workspace.roots()),
-        };
-        let init = self
-            .init_options
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let config = self.config_for(
-            &roots,
-            &init,
-            params.config.as_ref().unwrap_or(&Value::Null),
-        )?;
+        let (workspace, roots) = self.workspace_for(params.workspace_folder.clone());
+        let config = self.session_config(&roots, params.config.as_ref())?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let created = now_rfc3339();
         let header = LogHeader {
@@ -164,22 +154,18 @@ impl Daemon {
             created: created.clone(),
             title: params.title.clone(),
             workspace: roots.clone(),
+            workspace_folder: params.workspace_folder.clone(),
+            config: params.config.clone(),
         };
         let log = SessionLog::create(
-            &self.home.join("sessions"),
+            &self.sessions_dir(),
             &header,
             self.durability,
             self.sink.clone(),
         )
-        .map_err(|e| {
-            DaemonError::Storage(format!(
-                "cannot create the session log in {}: {e}",
-                self.home.join("sessions").display()
-            ))
-        })?;
-        let provider = crate::provider::from_config(&config.model);
+        .map_err(|e| DaemonError::Storage(format!("cannot create the session: {e}")))?;
         let session = Arc::new(Session::new(
-            id.clone(),
+            id,
             params.title,
             created,
             roots.clone(),
@@ -187,6 +173,114 @@ impl Daemon {
             Arc::new(log),
             self.shutdown.child_token(),
         ));
+        let projection = Projection::new(system_prompt(&roots));
+        self.start(session.clone(), workspace, projection);
+        Ok(session)
+    }
+
+    /// Loads a session from its log, closes a turn a crash left open, and
+    /// replays the whole history to the sink (as the live turns produced
+    /// it) before returning. A session this daemon already runs is only
+    /// replayed.
+    pub fn load_session(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
+        if let Ok(session) = self.session(id) {
+            let (_, events) =
+                read_log(session.log.path()).map_err(|e| DaemonError::Storage(e.to_string()))?;
+            for event in &events {
+                self.sink.on_event(id, event);
+            }
+            return Ok(session);
+        }
+        if !valid_session_id(id) {
+            return Err(DaemonError::UnknownSession(id.to_string()));
+        }
+        let path = self.sessions_dir().join(format!("{id}.jsonl"));
+        if !path.exists() {
+            return Err(DaemonError::UnknownSession(id.to_string()));
+        }
+        // Replay goes to the sink after recovery, in one pass, so the log is
+        // opened with a sink that stays quiet until then.
+        let (log, header, mut events) =
+            SessionLog::open(&path, self.durability, Arc::new(NullSink))
+                .map_err(|e| DaemonError::Storage(e.to_string()))?;
+        events.extend(recover_interrupted(&log, &events));
+        let log = log.with_sink(self.sink.clone());
+        let (workspace, roots) = self.workspace_for(header.workspace_folder.clone());
+        let roots = if roots.is_empty() {
+            header.workspace.clone()
+        } else {
+            roots
+        };
+        let config = self.session_config(&roots, header.config.as_ref())?;
+        let session = Arc::new(Session::new(
+            header.session_id.clone(),
+            header.title.clone(),
+            header.created.clone(),
+            roots.clone(),
+            config,
+            Arc::new(log),
+            self.shutdown.child_token(),
+        ));
+        session.restore(&events);
+        let projection =
+            Projection::from_events(system_prompt(&roots), events.iter().map(|e| &e.event));
+        for event in &events {
+            self.sink.on_event(id, event);
+        }
+        self.start(session.clone(), workspace, projection);
+        Ok(session)
+    }
+
+    /// Summaries of every session on disk, newest first.
+    pub fn list_sessions(&self) -> Vec<SessionSummary> {
+        let running: HashMap<String, bool> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(id, s)| {
+                (
+                    id.clone(),
+                    matches!(s.run_state(), RunState::Running { .. }),
+                )
+            })
+            .collect();
+        let mut summaries = list_session_logs(&self.sessions_dir(), &running);
+        summaries.sort_by(|a, b| b.updated.cmp(&a.updated));
+        summaries
+    }
+
+    fn sessions_dir(&self) -> PathBuf {
+        self.home.join("sessions")
+    }
+
+    fn workspace_for(&self, folder: Option<PathBuf>) -> (Arc<Workspace>, Vec<PathBuf>) {
+        match folder {
+            Some(folder) => {
+                let ws = Arc::new(Workspace::new(vec![folder]));
+                let roots = ws.roots();
+                (ws, roots)
+            }
+            None => (self.workspace.clone(), self.workspace.roots()),
+        }
+    }
+
+    fn session_config(
+        &self,
+        roots: &[PathBuf],
+        overrides: Option<&Value>,
+    ) -> Result<Config, DaemonError> {
+        let init = self
+            .init_options
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        Ok(self.config_for(roots, &init, overrides.unwrap_or(&Value::Null))?)
+    }
+
+    /// Builds a session's environment and spawns its task.
+    fn start(&self, session: Arc<Session>, workspace: Arc<Workspace>, projection: Projection) {
+        let provider = crate::provider::from_config(&session.config.model);
         let mut admission: Vec<Arc<dyn AdmissionHook>> = Vec::new();
         if session.config.limits.max_input_chars > 0 {
             admission.push(Arc::new(MaxInputChars(
@@ -201,7 +295,12 @@ impl Daemon {
                 .cloned(),
         );
         let mut tools = ToolRegistry::for_session();
-        for tool in self.extra_tools.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for tool in self
+            .extra_tools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
             tools.register(tool.clone());
         }
         let env = SessionEnv {
@@ -212,7 +311,6 @@ impl Daemon {
             admission,
             bridge: self.bridge.clone(),
         };
-        let projection = Projection::new(system_prompt(&roots));
         let task = tokio::spawn(run_session(session.clone(), env, projection));
         self.tasks
             .lock()
@@ -221,8 +319,7 @@ impl Daemon {
         self.sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(id, session.clone());
-        Ok(session)
+            .insert(session.id.clone(), session);
     }
 
     pub fn session(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
@@ -298,6 +395,15 @@ impl Daemon {
             session.log.flush();
         }
     }
+}
+
+/// Session ids are what `new_session` makes: hex digits (a path-safe name).
+fn valid_session_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// `file:///a/b` to `/a/b` (percent-decoded); `None` for other schemes.

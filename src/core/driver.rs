@@ -103,7 +103,7 @@ impl AdmissionHook for MaxInputChars {
 /// The session's task: takes work from the inbox and runs a turn for
 /// each, answering the prompt's receipt when its turn has ended.
 pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection: Projection) {
-    let mut session_usage = Usage::default();
+    let mut session_usage = session.restored_usage();
     let mut loops = LoopDetector::default();
     while let Some(work) = session.next_work().await {
         // Inputs injected without waking ride along, ahead of the prompt

@@ -31,6 +31,12 @@ pub struct LogHeader {
     pub title: Option<String>,
     #[serde(default)]
     pub workspace: Vec<PathBuf>,
+    /// The folder the session was created for, if one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_folder: Option<PathBuf>,
+    /// The session's own configuration overrides, reapplied on load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<serde_json::Value>,
 }
 
 /// An event as stored: its place in the log and when it happened.
@@ -242,6 +248,12 @@ impl SessionLog {
         Ok((log, contents.header, contents.events))
     }
 
+    /// The same log, telling another sink from now on.
+    pub fn with_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.sink = sink;
+        self
+    }
+
     pub fn session_id(&self) -> &str {
         &self.session_id
     }
@@ -419,6 +431,8 @@ mod tests {
             created: now_rfc3339(),
             title: None,
             workspace: vec![],
+            workspace_folder: None,
+            config: None,
         };
         let log = SessionLog::create(dir.path(), &header, Durability::Flush, sink.clone()).unwrap();
         log.append(Event::TurnStart {
@@ -453,6 +467,8 @@ mod tests {
             created: now_rfc3339(),
             title: None,
             workspace: vec![],
+            workspace_folder: None,
+            config: None,
         }
     }
 
@@ -555,6 +571,8 @@ mod tests {
             created: now_rfc3339(),
             title: None,
             workspace: vec![],
+            workspace_folder: None,
+            config: None,
         };
         let first =
             SessionLog::create(dir.path(), &header, Durability::Flush, Arc::new(NullSink)).unwrap();

@@ -6,6 +6,7 @@ pub mod bridge;
 pub mod daemon;
 pub mod driver;
 pub mod event;
+pub mod history;
 pub mod log;
 pub mod projection;
 pub mod session;

@@ -86,6 +86,8 @@ pub struct Session {
     next_message: AtomicU64,
     next_turn: AtomicU64,
     approvals: Mutex<Approvals>,
+    /// Usage of the turns before this daemon loaded the session.
+    restored_usage: Mutex<Usage>,
 }
 
 /// The session's approval state: its mode and what the user said to
@@ -123,6 +125,7 @@ impl Session {
                 mode: config.approval.mode,
                 ..Approvals::default()
             }),
+            restored_usage: Mutex::new(Usage::default()),
             config,
         }
     }
@@ -219,6 +222,59 @@ impl Session {
             .next_step
             .iter()
             .any(|i| i.wake)
+    }
+
+    /// Restores what a loaded session's log says: the turn and message
+    /// counters, the approval mode and remembered answers, the usage.
+    pub fn restore(&self, events: &[super::log::LoggedEvent]) {
+        let mut turns = 0u64;
+        let mut max_message = 0u64;
+        let mut usage = Usage::default();
+        let mut approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
+        for logged in events {
+            match &logged.event {
+                Event::TurnStart { .. } => turns += 1,
+                Event::InputQueued { message_id, .. } => {
+                    if let Some(n) = message_id
+                        .strip_prefix('m')
+                        .and_then(|n| n.parse::<u64>().ok())
+                    {
+                        max_message = max_message.max(n);
+                    }
+                }
+                Event::AssistantMessage { usage: u, .. } => usage.add(u),
+                Event::ModeChanged { mode } => approvals.mode = *mode,
+                Event::ApprovalDecided {
+                    decision,
+                    scope: Some(scope),
+                    ..
+                } => {
+                    let list = match decision.as_str() {
+                        "allow_always" => &mut approvals.always_allow,
+                        "reject_always" => &mut approvals.always_reject,
+                        _ => continue,
+                    };
+                    if !list.contains(scope) {
+                        list.push(scope.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.next_turn.store(turns + 1, Ordering::Relaxed);
+        self.next_message.store(max_message + 1, Ordering::Relaxed);
+        *self
+            .restored_usage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = usage;
+    }
+
+    /// Usage of the session's turns before this daemon loaded it.
+    pub fn restored_usage(&self) -> Usage {
+        *self
+            .restored_usage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn approvals(&self) -> Approvals {

@@ -22,10 +22,21 @@ use crate::core::bridge::ClientAbilities;
 use crate::core::daemon::{file_uri_to_path, Daemon, DaemonError, NewSession};
 use crate::frontend::updates::{prompt_result, user_content};
 use crate::protocol::{
-    error_code, CancelParams, ClientTandemCapabilities, NewSessionParams, NewSessionResult,
-    PromptParams, PromptResult, SetModeParams, SetModeResult, SteerParams, SteerResult,
-    PROTOCOL_VERSION,
+    error_code, CancelParams, ClientTandemCapabilities, LoadSessionParams, LoadSessionResult,
+    NewSessionParams, NewSessionResult, PromptParams, PromptResult, SetModeParams, SetModeResult,
+    SteerParams, SteerResult, PROTOCOL_VERSION,
 };
+
+/// The `tandem/*` requests this server answers, announced in `initialize`.
+const TANDEM_METHODS: [&str; 7] = [
+    "tandem/newSession",
+    "tandem/prompt",
+    "tandem/steer",
+    "tandem/cancel",
+    "tandem/setMode",
+    "tandem/listSessions",
+    "tandem/loadSession",
+];
 
 pub struct Backend {
     daemon: Arc<Daemon>,
@@ -48,6 +59,8 @@ pub fn build_service(
     .custom_method("tandem/prompt", Backend::prompt)
     .custom_method("tandem/steer", Backend::steer)
     .custom_method("tandem/setMode", Backend::set_mode)
+    .custom_method("tandem/listSessions", Backend::list_sessions)
+    .custom_method("tandem/loadSession", Backend::load_session)
     .custom_method("tandem/cancel", Backend::cancel)
     .finish()
 }
@@ -250,8 +263,7 @@ impl LanguageServer for Backend {
                     experimental: Some(json!({
                         "tandem": {
                             "protocolVersion": PROTOCOL_VERSION,
-                            "methods": ["tandem/newSession", "tandem/prompt", "tandem/steer",
-                                "tandem/setMode", "tandem/cancel"],
+                            "methods": TANDEM_METHODS,
                             "notifications": ["tandem/update"],
                         }
                     })),
@@ -457,6 +469,35 @@ impl Backend {
                 .map_err(daemon_error)?;
             session.set_mode(mode);
             Ok(SetModeResult { mode: params.mode })
+        })
+        .await
+    }
+
+    async fn list_sessions(&self) -> Result<Value> {
+        guarded("tandem/listSessions", async move {
+            Ok(json!({ "sessions": self.daemon.list_sessions() }))
+        })
+        .await
+    }
+
+    async fn load_session(&self, params: LoadSessionParams) -> Result<LoadSessionResult> {
+        guarded("tandem/loadSession", async move {
+            let session = self
+                .daemon
+                .load_session(&params.session_id)
+                .map_err(daemon_error)?;
+            let replayed = crate::core::log::read_log(session.log.path())
+                .map(|(_, events)| {
+                    events
+                        .iter()
+                        .filter(|e| crate::frontend::updates::session_update(&e.event).is_some())
+                        .count()
+                })
+                .unwrap_or(0);
+            Ok(LoadSessionResult {
+                session_id: session.id.clone(),
+                replayed,
+            })
         })
         .await
     }
