@@ -174,7 +174,13 @@ pub fn tandem_home() -> PathBuf {
 #[derive(Debug, Clone)]
 pub struct ConfigBuilder {
     merged: Value,
+    /// Only what the layers set (no defaults), to tell a default from a
+    /// choice.
+    explicit: Value,
 }
+
+/// Anthropic's API, the default `base_url` when `provider = "anthropic"`.
+pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
 
 impl Default for ConfigBuilder {
     fn default() -> Self {
@@ -187,6 +193,7 @@ impl ConfigBuilder {
     pub fn new() -> Self {
         ConfigBuilder {
             merged: serde_json::to_value(Config::default()).unwrap_or(Value::Null),
+            explicit: Value::Object(Default::default()),
         }
     }
 
@@ -216,7 +223,8 @@ impl ConfigBuilder {
             path: path.to_path_buf(),
             message,
         })?;
-        merge(&mut self.merged, layer);
+        merge(&mut self.merged, layer.clone());
+        merge(&mut self.explicit, layer);
         Ok(self)
     }
 
@@ -230,6 +238,7 @@ impl ConfigBuilder {
             message,
         })?;
         merge(&mut self.merged, layer.clone());
+        merge(&mut self.explicit, layer.clone());
         Ok(self)
     }
 
@@ -257,9 +266,37 @@ impl ConfigBuilder {
     }
 
     pub fn build(self) -> Result<Config, ConfigError> {
-        serde_json::from_value(self.merged).map_err(|e| ConfigError::Invalid {
-            origin: "merged configuration".to_string(),
-            message: e.to_string(),
+        let mut config: Config =
+            serde_json::from_value(self.merged).map_err(|e| ConfigError::Invalid {
+                origin: "merged configuration".to_string(),
+                message: e.to_string(),
+            })?;
+        // An Anthropic provider with the endpoint and key variable left at
+        // their (OpenAI-flavoured) defaults means Anthropic's own: never
+        // send an OpenAI key to another vendor.
+        let set = |key: &str| {
+            self.explicit
+                .get("model")
+                .and_then(|m| m.get(key))
+                .is_some()
+        };
+        if config.model.provider == ProviderKind::Anthropic {
+            if !set("base_url") {
+                config.model.base_url = ANTHROPIC_BASE_URL.to_string();
+            }
+            if !set("api_key_env") {
+                config.model.api_key_env = "ANTHROPIC_API_KEY".to_string();
+            }
+        }
+        Ok(config)
+    }
+
+    /// Checks a layer on its own (so its error names it), without reading
+    /// any file.
+    pub fn check(origin: &str, layer: &Value) -> Result<(), ConfigError> {
+        check_layer(layer).map_err(|message| ConfigError::Invalid {
+            origin: origin.to_string(),
+            message,
         })
     }
 
@@ -343,6 +380,24 @@ mod tests {
         let err = ConfigBuilder::new().file(&path).unwrap_err().to_string();
         assert!(err.contains(&path.display().to_string()), "{err}");
         assert!(err.contains("modle"), "{err}");
+    }
+
+    #[test]
+    fn anthropic_gets_its_own_endpoint_and_key_variable_unless_set() {
+        let config = ConfigBuilder::new()
+            .json("test", &json!({"model": {"provider": "anthropic"}}))
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(config.model.base_url, ANTHROPIC_BASE_URL);
+        assert_eq!(config.model.api_key_env, "ANTHROPIC_API_KEY");
+        let config = ConfigBuilder::new()
+            .json("test", &json!({"model": {"provider": "anthropic", "base_url": "http://proxy/v1", "api_key_env": "K"}}))
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(config.model.base_url, "http://proxy/v1");
+        assert_eq!(config.model.api_key_env, "K");
     }
 
     #[test]

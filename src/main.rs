@@ -76,14 +76,31 @@ fn replay(session_id: &str) -> ExitCode {
     }
 }
 
+/// Logs go to stderr and to `$TANDEM_HOME/logs/tandem.log`; never to
+/// stdout, which carries protocol frames only.
 fn init_tracing() {
+    use tracing_subscriber::fmt::writer::MakeWriterExt;
     let filter = tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let dir = tandem_home().join("logs");
+    let file = std::fs::create_dir_all(&dir).and_then(|_| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("tandem.log"))
+    });
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+        .with_ansi(false);
+    match file {
+        Ok(file) => builder
+            .with_writer(std::io::stderr.and(std::sync::Mutex::new(file)))
+            .init(),
+        Err(e) => {
+            builder.with_writer(std::io::stderr).init();
+            tracing::warn!("cannot open the log file in {}: {e}", dir.display());
+        }
+    }
 }
 
 fn durability() -> Durability {

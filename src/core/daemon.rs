@@ -125,7 +125,9 @@ impl Daemon {
     /// Sets the editor's `initializationOptions` after checking that they
     /// form a valid configuration layer.
     pub fn set_init_options(&self, options: Value) -> Result<(), ConfigError> {
-        self.config_for(&self.workspace.roots(), &options, &Value::Null)?;
+        // Only the layer itself: a broken config file is reported when a
+        // session is made, naming the file, not as a bad initialize.
+        ConfigBuilder::check("initializationOptions", &options)?;
         *self.init_options.lock().unwrap_or_else(|e| e.into_inner()) = options;
         Ok(())
     }

@@ -27,7 +27,7 @@ use super::event::{
 };
 use super::log::SessionLog;
 use super::projection::{Projection, RepairLimits};
-use super::session::{PendingInput, Session, TurnReceipt, Work};
+use super::session::{PendingInput, Session, StartedWork, TurnReceipt, Work};
 use crate::buffers::BufferCache;
 use crate::config::ApprovalMode;
 use crate::config::LimitsConfig;
@@ -105,24 +105,25 @@ impl AdmissionHook for MaxInputChars {
 pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection: Projection) {
     let mut session_usage = session.restored_usage();
     let mut loops = LoopDetector::default();
-    while let Some(work) = session.next_work().await {
+    while let Some(StartedWork {
+        work,
+        turn_id,
+        cancel,
+    }) = session.next_work().await
+    {
         // Inputs injected without waking ride along, ahead of the prompt
         // that was sent after them.
         let mut inputs = session.claim_next_step();
-        let (receipt, prompt_id) = match work {
+        let receipt = match work {
             Work::Prompt(mut prompt) => {
                 // A new prompt from the user ends the previous burst.
                 loops.reset();
                 let receipt = prompt.receipt.take();
-                let id = prompt.message_id.clone();
                 inputs.push(prompt);
-                (receipt, Some(id))
+                receipt
             }
-            Work::Wake => (None, None),
+            Work::Wake => None,
         };
-        let turn_id = session.next_turn_id();
-        let cancel = session.shutdown.child_token();
-        session.set_running(turn_id.clone(), cancel.clone(), prompt_id);
         let mut turn = Turn {
             session: &session,
             env: &env,
@@ -1083,10 +1084,17 @@ async fn execute_call(
         call_id: call.call_id.clone(),
     });
     let cancel = ctx.cancel.clone();
+    // A panicking tool must not take the session task (and every queued
+    // prompt's receipt) down with it.
+    let run = std::panic::AssertUnwindSafe(tool.run(args, &ctx));
     tokio::select! {
-        result = tool.run(args, &ctx) => match result {
-            Ok(output) => (ToolStatus::Completed, cap_output(output)),
-            Err(e) => (ToolStatus::Failed, cap_output(e.0)),
+        result = futures::FutureExt::catch_unwind(run) => match result {
+            Ok(Ok(output)) => (ToolStatus::Completed, cap_output(output)),
+            Ok(Err(e)) => (ToolStatus::Failed, cap_output(e.0)),
+            Err(_) => {
+                tracing::error!(tool = tool.name(), "tool panicked");
+                (ToolStatus::Failed, format!("internal error: the {} tool crashed; this is a bug in tandem", tool.name()))
+            }
         },
         _ = cancel.cancelled() => (
             ToolStatus::Aborted,

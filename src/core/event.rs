@@ -19,8 +19,9 @@ pub struct Usage {
     pub input_tokens: u64,
     #[serde(default)]
     pub output_tokens: u64,
-    /// Input tokens served from the provider's prompt cache (a subset of
-    /// `input_tokens` for OpenAI, reported separately by Anthropic).
+    /// Input tokens served from the provider's prompt cache: a subset of
+    /// `input_tokens` (providers that report them separately, like
+    /// Anthropic, have them added to `input_tokens` too).
     #[serde(default)]
     pub cached_tokens: u64,
 }
@@ -32,8 +33,10 @@ impl Usage {
         self.cached_tokens += other.cached_tokens;
     }
 
+    /// Every token of the calls: the whole input (cached included) and
+    /// the output.
     pub fn total(&self) -> u64 {
-        self.input_tokens + self.output_tokens + self.cached_tokens
+        self.input_tokens + self.output_tokens
     }
 }
 

@@ -268,6 +268,7 @@ impl Projection {
                 _ => Vec::new(),
             })
             .collect();
+        let moved = self.results_out_of_place(&call_ids);
         let mut rest = Vec::with_capacity(self.messages.len());
         for message in self.messages.drain(..) {
             match message {
@@ -321,11 +322,33 @@ impl Projection {
                 ),
             });
         }
-        repairs.push(Repair {
-            repair: "reorder_results",
-            reason: "tool results moved to follow the assistant message that called them"
-                .to_string(),
-        });
+        if moved {
+            repairs.push(Repair {
+                repair: "reorder_results",
+                reason: "tool results moved to follow the assistant message that called them"
+                    .to_string(),
+            });
+        }
+    }
+
+    /// Whether some answering tool result is not in the block of tool
+    /// messages right after the assistant message that made its call.
+    fn results_out_of_place(&self, call_ids: &std::collections::HashSet<String>) -> bool {
+        let mut block_calls: Option<&Vec<crate::core::event::ToolCallRequest>> = None;
+        for message in &self.messages {
+            match message {
+                ModelMessage::Assistant { tool_calls, .. } => block_calls = Some(tool_calls),
+                ModelMessage::Tool { call_id, .. } => {
+                    let in_block =
+                        block_calls.is_some_and(|calls| calls.iter().any(|c| c.id == *call_id));
+                    if call_ids.contains(call_id) && !in_block {
+                        return true;
+                    }
+                }
+                _ => block_calls = None,
+            }
+        }
+        false
     }
 
     /// True when every assistant message's calls are answered, in order,
@@ -638,6 +661,19 @@ mod repair_tests {
         assert!(names(&repairs).contains(&"reorder_results"));
         assert_eq!(p.messages()[3], tool("a", "r"));
         assert_eq!(p.messages()[4], user("interjection"));
+    }
+
+    #[test]
+    fn dropping_an_orphan_is_not_reported_as_a_reorder() {
+        let mut p = with(vec![
+            user("q"),
+            assistant(&["a"]),
+            tool("a", "r"),
+            tool("ghost", "x"),
+            user("q2"),
+        ]);
+        let repairs = p.repair(RepairLimits::default());
+        assert_eq!(names(&repairs), vec!["drop_orphan_results"]);
     }
 
     #[test]

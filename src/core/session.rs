@@ -52,6 +52,14 @@ pub enum Work {
     Wake,
 }
 
+/// A turn about to start: the session is already marked running, so a
+/// cancel that arrives from here on reaches it.
+pub struct StartedWork {
+    pub work: Work,
+    pub turn_id: TurnId,
+    pub cancel: CancellationToken,
+}
+
 #[derive(Default)]
 struct Inbox {
     next_turn: VecDeque<PendingInput>,
@@ -183,18 +191,34 @@ impl Session {
     }
 
     /// Waits for the next piece of work; `None` once the daemon shuts down.
-    pub async fn next_work(&self) -> Option<Work> {
+    pub async fn next_work(&self) -> Option<StartedWork> {
         loop {
             if self.shutdown.is_cancelled() {
                 return None;
             }
             {
                 let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(prompt) = inbox.next_turn.pop_front() {
-                    return Some(Work::Prompt(prompt));
-                }
-                if inbox.next_step.iter().any(|i| i.wake) {
-                    return Some(Work::Wake);
+                let work = match inbox.next_turn.pop_front() {
+                    Some(prompt) => Some(Work::Prompt(prompt)),
+                    None if inbox.next_step.iter().any(|i| i.wake) => Some(Work::Wake),
+                    None => None,
+                };
+                if let Some(work) = work {
+                    // Marked running before the inbox lock is released: a
+                    // cancel or withdraw never finds the prompt gone from
+                    // the inbox and the session still idle.
+                    let turn_id = self.next_turn_id();
+                    let cancel = self.shutdown.child_token();
+                    let prompt_id = match &work {
+                        Work::Prompt(p) => Some(p.message_id.clone()),
+                        Work::Wake => None,
+                    };
+                    self.set_running(turn_id.clone(), cancel.clone(), prompt_id);
+                    return Some(StartedWork {
+                        work,
+                        turn_id,
+                        cancel,
+                    });
                 }
             }
             tokio::select! {

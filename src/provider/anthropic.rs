@@ -391,6 +391,9 @@ struct MessagesDecoder {
     blocks: HashMap<usize, OpenBlock>,
     stop_reason: Option<FinishReason>,
     usage: Usage,
+    raw_input: u64,
+    raw_cache_read: u64,
+    raw_cache_write: u64,
 }
 
 impl MessagesDecoder {
@@ -401,17 +404,24 @@ impl MessagesDecoder {
         })
     }
 
+    /// Anthropic reports uncached input, cache reads and cache writes
+    /// apart; tandem's `input_tokens` is the whole prompt (all three) and
+    /// `cached_tokens` the part read from the cache, as for OpenAI.
     fn apply_usage(&mut self, usage: WireUsage) {
         if let Some(input) = usage.input_tokens {
-            self.usage.input_tokens = input;
+            self.raw_input = input;
+        }
+        if let Some(read) = usage.cache_read_input_tokens {
+            self.raw_cache_read = read;
+        }
+        if let Some(write) = usage.cache_creation_input_tokens {
+            self.raw_cache_write = write;
         }
         if let Some(output) = usage.output_tokens {
             self.usage.output_tokens = output;
         }
-        if usage.cache_read_input_tokens.is_some() || usage.cache_creation_input_tokens.is_some() {
-            self.usage.cached_tokens = usage.cache_read_input_tokens.unwrap_or(0)
-                + usage.cache_creation_input_tokens.unwrap_or(0);
-        }
+        self.usage.input_tokens = self.raw_input + self.raw_cache_read + self.raw_cache_write;
+        self.usage.cached_tokens = self.raw_cache_read;
     }
 
     fn on_block_start(&mut self, index: usize, block: BlockStart, out: &mut Vec<StreamEvent>) {

@@ -45,10 +45,14 @@ async fn call_err(provider: &AnthropicProvider) -> ProviderError {
     }
 }
 
+/// The whole prompt counts as input (uncached, cache reads and cache
+/// writes); only cache reads are cached.
 const SCRIPTED_USAGE: Usage = Usage {
-    input_tokens: anthropic::INPUT_TOKENS,
+    input_tokens: anthropic::INPUT_TOKENS
+        + anthropic::CACHE_READ_TOKENS
+        + anthropic::CACHE_CREATION_TOKENS,
     output_tokens: anthropic::OUTPUT_TOKENS,
-    cached_tokens: anthropic::CACHE_READ_TOKENS + anthropic::CACHE_CREATION_TOKENS,
+    cached_tokens: anthropic::CACHE_READ_TOKENS,
 };
 
 #[tokio::test]

@@ -33,7 +33,7 @@ pub struct Editor {
     /// Everything received so far, in order.
     pub received: Vec<Value>,
     next_id: i64,
-    pub home: tempfile::TempDir,
+    pub home: std::sync::Arc<tempfile::TempDir>,
     handler: Option<RequestHandler>,
 }
 
@@ -89,6 +89,9 @@ async fn read_frames(mut stdout: tokio::process::ChildStdout, tx: mpsc::Unbounde
 pub struct EditorOptions {
     pub env: Vec<(String, String)>,
     pub args: Vec<String>,
+    /// `$TANDEM_HOME`: a fresh temp dir unless given (a restarted daemon
+    /// gets the home of the one before).
+    pub home: Option<std::sync::Arc<tempfile::TempDir>>,
 }
 
 impl Default for EditorOptions {
@@ -96,6 +99,7 @@ impl Default for EditorOptions {
         EditorOptions {
             env: Vec::new(),
             args: vec!["lsp".to_string()],
+            home: None,
         }
     }
 }
@@ -106,8 +110,15 @@ impl Editor {
     }
 
     pub async fn spawn_with(options: EditorOptions) -> Editor {
-        let home = tempfile::tempdir().expect("temp home");
-        let stderr = std::fs::File::create(home.path().join("stderr.log")).expect("stderr log");
+        let home = options
+            .home
+            .clone()
+            .unwrap_or_else(|| std::sync::Arc::new(tempfile::tempdir().expect("temp home")));
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(home.path().join("stderr.log"))
+            .expect("stderr log");
         let mut command = Command::new(tandem_bin());
         command
             .args(&options.args)
@@ -311,6 +322,24 @@ impl Editor {
             .await
             .expect("daemon did not exit")
             .expect("wait")
+    }
+
+    /// SIGKILLs the daemon (no chance to flush or clean up) and returns its
+    /// home for the next one.
+    pub async fn kill_9(self) -> std::sync::Arc<tempfile::TempDir> {
+        let Editor {
+            mut child, home, ..
+        } = self;
+        child.start_kill().expect("kill -9");
+        let _ = tokio::time::timeout(WAIT, child.wait())
+            .await
+            .expect("killed daemon did not end");
+        home
+    }
+
+    /// The process id of the daemon.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("daemon running")
     }
 
     /// Closes stdin and waits for the process to end.

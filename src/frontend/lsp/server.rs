@@ -280,6 +280,10 @@ impl LanguageServer for Backend {
 
     async fn shutdown(&self) -> Result<()> {
         self.shutdown_requested.store(true, Ordering::SeqCst);
+        // LSP: after `shutdown` the server stops working and only `exit`
+        // follows, so running turns end (cancelled) and the logs are
+        // flushed now.
+        self.daemon.shutdown().await;
         Ok(())
     }
 
