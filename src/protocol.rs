@@ -125,6 +125,15 @@ pub struct SteerResult {
     pub message_id: String,
 }
 
+/// `tandem/listSessions` params (all optional).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListSessionsParams {
+    /// Only sessions working in this folder (URI or absolute path).
+    #[serde(default)]
+    pub workspace_folder: Option<String>,
+}
+
 /// `tandem/loadSession` params.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

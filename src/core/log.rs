@@ -4,10 +4,11 @@
 //! is one [`LoggedEvent`]: a sequence number, a timestamp and the event.
 //!
 //! Invariant: an event is written to the file before anyone is told about it
-//! (subscribers are called after the write). Chunks are buffered; durable
-//! boundaries (user input, tool results, turn and step boundaries) are flushed
-//! and fsynced before `append` returns, so an acknowledged prompt or an
-//! executed tool's result survives `kill -9`.
+//! (subscribers are called after the write). Every line is handed to the OS
+//! before `append` returns, so `kill -9` loses nothing that was logged;
+//! durable boundaries (user input, tool results, turn and step boundaries)
+//! are also fsynced, so an acknowledged prompt or an executed tool's result
+//! survives a power loss too. Chunks are not fsynced.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -307,11 +308,12 @@ fn write_line(
 ) -> std::io::Result<()> {
     serde_json::to_writer(&mut *file, logged)?;
     file.write_all(b"\n")?;
-    if durable {
-        file.flush()?;
-        if durability == Durability::Fsync {
-            file.get_ref().sync_data()?;
-        }
+    // Every line reaches the OS at once (one write; a killed daemon loses
+    // nothing it logged); boundaries are also fsynced, so a power loss
+    // loses at most streamed chunks.
+    file.flush()?;
+    if durable && durability == Durability::Fsync {
+        file.get_ref().sync_data()?;
     }
     Ok(())
 }

@@ -7,3 +7,4 @@ mod agent_loop;
 mod lsp_wire;
 mod provider_anthropic;
 mod provider_openai;
+mod sessions;

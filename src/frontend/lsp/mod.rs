@@ -107,6 +107,30 @@ async fn write_frames<W: AsyncWrite + Unpin>(
     let _ = stdout.flush().await;
 }
 
+/// Smooths over two ways editors send "no params" that tower-lsp refuses:
+/// `"params": null` is dropped, and a `tandem/*` request without params gets
+/// `{}` (every tandem method takes an object whose fields may all be
+/// optional). Returns whether the message changed.
+fn normalize_params(message: &mut Value) -> bool {
+    let Some(object) = message.as_object_mut() else {
+        return false;
+    };
+    let mut changed = false;
+    if object.get("params").is_some_and(Value::is_null) {
+        object.remove("params");
+        changed = true;
+    }
+    let is_tandem = object
+        .get("method")
+        .and_then(Value::as_str)
+        .is_some_and(|m| m.starts_with("tandem/"));
+    if is_tandem && !object.contains_key("params") {
+        object.insert("params".to_string(), Value::Object(Default::default()));
+        changed = true;
+    }
+    changed
+}
+
 /// How the LSP session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LspEnd {
@@ -172,12 +196,7 @@ where
                 mut body,
                 mut value,
             } => {
-                if value.get("params").is_some_and(Value::is_null) {
-                    // tower-lsp refuses `"params": null` on methods without
-                    // params; absent and null mean the same to an editor.
-                    if let Some(object) = value.as_object_mut() {
-                        object.remove("params");
-                    }
+                if normalize_params(&mut value) {
                     body = serde_json::to_vec(&value).unwrap_or(body);
                 }
                 if Outgoing::is_ours(&value) {

@@ -22,9 +22,9 @@ use crate::core::bridge::ClientAbilities;
 use crate::core::daemon::{file_uri_to_path, Daemon, DaemonError, NewSession};
 use crate::frontend::updates::{prompt_result, user_content};
 use crate::protocol::{
-    error_code, CancelParams, ClientTandemCapabilities, LoadSessionParams, LoadSessionResult,
-    NewSessionParams, NewSessionResult, PromptParams, PromptResult, SetModeParams, SetModeResult,
-    SteerParams, SteerResult, PROTOCOL_VERSION,
+    error_code, CancelParams, ClientTandemCapabilities, ListSessionsParams, LoadSessionParams,
+    LoadSessionResult, NewSessionParams, NewSessionResult, PromptParams, PromptResult,
+    SetModeParams, SetModeResult, SteerParams, SteerResult, PROTOCOL_VERSION,
 };
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
@@ -477,9 +477,22 @@ impl Backend {
         .await
     }
 
-    async fn list_sessions(&self) -> Result<Value> {
+    async fn list_sessions(&self, params: ListSessionsParams) -> Result<Value> {
         guarded("tandem/listSessions", async move {
-            Ok(json!({ "sessions": self.daemon.list_sessions() }))
+            let folder = params.workspace_folder.as_deref().and_then(folder_path);
+            let sessions: Vec<_> = self
+                .daemon
+                .list_sessions()
+                .into_iter()
+                .filter(|s| match &folder {
+                    Some(folder) => s
+                        .workspace
+                        .iter()
+                        .any(|w| std::path::Path::new(w) == folder.as_path()),
+                    None => true,
+                })
+                .collect();
+            Ok(json!({ "sessions": sessions }))
         })
         .await
     }
