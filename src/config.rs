@@ -76,6 +76,12 @@ pub struct LimitsConfig {
     pub activity_recent_secs: f64,
     /// Longest input a turn admits, in characters; 0 = no limit.
     pub max_input_chars: usize,
+    /// Compact the history when a request would fill this share of the
+    /// context window.
+    pub compact_threshold: f64,
+    /// Share of the context window the most recent messages may keep when
+    /// compacting.
+    pub compact_keep_ratio: f64,
 }
 
 impl Default for LimitsConfig {
@@ -94,6 +100,8 @@ impl Default for LimitsConfig {
             parallel_tools: 4,
             activity_recent_secs: 30.0,
             max_input_chars: 0,
+            compact_threshold: 0.8,
+            compact_keep_ratio: 0.4,
         }
     }
 }

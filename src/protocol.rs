@@ -258,6 +258,13 @@ pub enum SessionUpdate {
     Plan {
         entries: Vec<PlanEntry>,
     },
+    /// The oldest part of the history was summarized (or dropped, when
+    /// summarizing failed) to fit the model's context window.
+    #[serde(rename_all = "camelCase")]
+    ContextCompacted {
+        removed_messages: usize,
+        summarized: bool,
+    },
     /// The session's approval mode changed.
     #[serde(rename_all = "camelCase")]
     CurrentModeUpdate {

@@ -32,10 +32,17 @@ use crate::buffers::BufferCache;
 use crate::config::ApprovalMode;
 use crate::config::LimitsConfig;
 use crate::provider::{
-    Completion, ErrorKind, ModelRequest, Provider, ProviderError, StreamEvent, ToolSpec,
+    Completion, ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError, StreamEvent,
+    ToolSpec,
 };
 use crate::tools::{ApprovalClass, ExecMode, Tool, ToolContext, ToolEvent, ToolRegistry};
 use crate::workspace::Workspace;
+
+/// The summarizer's instructions (tier-2 compaction).
+const SUMMARY_PROMPT: &str = "You are compacting the history of a coding session so it can continue in a \
+smaller context. Summarize the transcript you are given: the user's goals and constraints, decisions made, \
+files read or changed (with paths), commands run and their outcomes, errors met, and what remains to do. \
+Be specific and concise; keep names, paths and numbers exact. Answer with the summary only.";
 
 /// Longest tool output recorded for the model, in bytes.
 const MAX_TOOL_OUTPUT: usize = 100_000;
@@ -283,6 +290,8 @@ enum AttemptFailure {
 pub enum Recovery {
     /// Wait (exponential backoff with jitter, or `Retry-After`) and retry.
     BackoffRetry,
+    /// Compact the history, then retry at once.
+    CompactRetry,
     /// Give up at once: retrying cannot help.
     Fail,
 }
@@ -293,9 +302,8 @@ pub fn recovery_policy(kind: ErrorKind) -> (Recovery, u32) {
         ErrorKind::RateLimited => (Recovery::BackoffRetry, 4),
         ErrorKind::Overloaded => (Recovery::BackoffRetry, 3),
         ErrorKind::StreamDropped | ErrorKind::StreamStalled => (Recovery::BackoffRetry, 3),
-        // Compaction is what helps here; until it exists, fail with the
-        // provider's message.
-        ErrorKind::ContextOverflow => (Recovery::Fail, 0),
+        // Summarize the history harder and try again.
+        ErrorKind::ContextOverflow => (Recovery::CompactRetry, 2),
         // A refused connection is a configuration problem, not a blip: say
         // so at once instead of making the user wait through backoff.
         ErrorKind::Connect => (Recovery::Fail, 0),
@@ -480,6 +488,9 @@ impl Turn<'_> {
                 turn_id: self.turn_id.clone(),
                 step,
             });
+            // Compaction first: it summarizes; trimming (a repair) only
+            // drops, as the last resort when even that did not fit.
+            self.compact_if_needed().await;
             self.repair_history();
             self.tool_specs = self
                 .env
@@ -588,7 +599,7 @@ impl Turn<'_> {
             let failed = failures.entry(error.kind).or_insert(0);
             *failed += 1;
             let (recovery, bucket) = recovery_policy(error.kind);
-            let retry = recovery == Recovery::BackoffRetry && *failed <= bucket;
+            let retry = recovery != Recovery::Fail && *failed <= bucket;
             let failed = *failed;
             self.session.log.append(Event::AttemptFailed {
                 turn_id: self.turn_id.clone(),
@@ -610,6 +621,16 @@ impl Turn<'_> {
                     )
                 };
                 return Err(TurnEnd::new(StopReason::Error, message));
+            }
+            if recovery == Recovery::CompactRetry {
+                // Each retry keeps less of the recent history.
+                let keep = self.limits.compact_keep_ratio / f64::from(failed + 1);
+                self.compact(
+                    keep,
+                    "the provider said the request does not fit the context window",
+                )
+                .await;
+                continue;
             }
             let delay = backoff_delay(self.limits, failed, error.retry_after);
             tracing::info!(
@@ -836,6 +857,111 @@ impl Turn<'_> {
                     "{why}. Try a different approach instead of repeating the same calls."
                 ),
             });
+        }
+    }
+
+    /// Tier-2 compaction: when the request would fill more than
+    /// `compact_threshold` of the context window, summarize the oldest part.
+    async fn compact_if_needed(&mut self) {
+        let window = self.session.config.model.context_window.max(1);
+        let used = self.projection.estimated_tokens() as f64 / window as f64;
+        if used > self.limits.compact_threshold {
+            let why = format!(
+                "the history fills {:.0}% of the {window}-token context window",
+                used * 100.0
+            );
+            self.compact(self.limits.compact_keep_ratio, &why).await;
+        }
+    }
+
+    /// Summarizes everything but the head and the most recent messages
+    /// (within `keep_ratio` of the window) with the model; if that fails,
+    /// drops them instead. Either way the result is a `compacted` event.
+    async fn compact(&mut self, keep_ratio: f64, why: &str) {
+        let window = self.session.config.model.context_window as f64;
+        let keep_chars = (window * keep_ratio * 4.0) as usize;
+        let Some(plan) = self.projection.compaction_plan(keep_chars) else {
+            tracing::info!(
+                "compaction wanted ({why}) but there is nothing old enough to summarize"
+            );
+            return;
+        };
+        tracing::info!(removed = plan.to - plan.from, "compacting: {why}");
+        let transcript = self.projection.transcript(plan);
+        let (summary, error) = match self.summarize(transcript).await {
+            Ok(summary) => (Some(summary), None),
+            Err(e) => {
+                tracing::warn!("summarizing failed, dropping the oldest messages instead: {e}");
+                (None, Some(e.message))
+            }
+        };
+        self.record(Event::Compacted {
+            turn_id: self.turn_id.clone(),
+            summary,
+            removed: plan.to - plan.from,
+            keep_last: plan.keep_last,
+            error,
+        });
+    }
+
+    /// One summarization call: no tools, the stream timeouts of a step.
+    async fn summarize(&mut self, transcript: String) -> Result<String, ProviderError> {
+        let messages = [
+            ModelMessage::System {
+                text: SUMMARY_PROMPT.to_string(),
+            },
+            ModelMessage::User { text: transcript },
+        ];
+        let request = ModelRequest {
+            messages: &messages,
+            tools: &[],
+            max_output_tokens: Some(2048),
+        };
+        let first_deadline = Instant::now()
+            + self
+                .limits
+                .first_token_timeout((messages[1].len_hint() / 4) as u64);
+        let stalled = || {
+            ProviderError::new(
+                ErrorKind::StreamStalled,
+                "the summarizer sent nothing in time",
+            )
+        };
+        let mut stream = tokio::select! {
+            result = tokio::time::timeout_at(first_deadline, self.env.provider.stream(request)) => {
+                result.map_err(|_| stalled())??
+            }
+            _ = self.cancel.cancelled() => return Err(ProviderError::new(ErrorKind::StreamDropped, "cancelled")),
+        };
+        let mut deadline = first_deadline;
+        loop {
+            let next = tokio::select! {
+                next = tokio::time::timeout_at(deadline, stream.next()) => next.map_err(|_| stalled())?,
+                _ = self.cancel.cancelled() => return Err(ProviderError::new(ErrorKind::StreamDropped, "cancelled")),
+            };
+            deadline = Instant::now() + self.limits.chunk_timeout();
+            match next {
+                None => {
+                    return Err(ProviderError::new(
+                        ErrorKind::StreamDropped,
+                        "the summary stream ended early",
+                    ))
+                }
+                Some(Err(e)) => return Err(e),
+                Some(Ok(StreamEvent::Completed(completion))) => {
+                    self.usage.add(&completion.usage);
+                    self.session_usage.add(&completion.usage);
+                    let text = completion.text.trim().to_string();
+                    if text.is_empty() {
+                        return Err(ProviderError::new(
+                            ErrorKind::Protocol,
+                            "the summary was empty",
+                        ));
+                    }
+                    return Ok(text);
+                }
+                Some(Ok(_)) => {}
+            }
         }
     }
 

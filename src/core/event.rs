@@ -240,6 +240,21 @@ pub enum Event {
         repair: String,
         reason: String,
     },
+    /// The oldest part of the history was replaced by a summary (or, when
+    /// summarizing failed, dropped) to fit the context window. The
+    /// projection keeps the system prompt, the first user message and the
+    /// `keep_last` most recent messages; the original events stay in the log.
+    Compacted {
+        turn_id: TurnId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+        /// How many messages the summary stands for.
+        removed: usize,
+        keep_last: usize,
+        /// Why there is no summary, when there is none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// The same tool calls kept repeating; the batch was not run.
     LoopDetected {
         turn_id: TurnId,
@@ -337,6 +352,7 @@ impl Event {
             | Event::UserMessage { turn_id, .. }
             | Event::InputClaimed { turn_id, .. }
             | Event::HistoryRepaired { turn_id, .. }
+            | Event::Compacted { turn_id, .. }
             | Event::LoopDetected { turn_id, .. }
             | Event::StepStart { turn_id, .. }
             | Event::AssistantChunk { turn_id, .. }

@@ -71,6 +71,15 @@ impl Projection {
                 thinking: thinking.clone(),
                 tool_calls: tool_calls.clone(),
             },
+            Event::Compacted {
+                summary,
+                removed,
+                keep_last,
+                ..
+            } => {
+                self.compact(summary.as_deref(), *removed, *keep_last);
+                return;
+            }
             Event::ToolResult {
                 call_id,
                 status,
@@ -84,6 +93,115 @@ impl Projection {
         };
         self.chars += message_chars(&message);
         self.messages.push(message);
+    }
+}
+
+/// What compaction would do: summarize `messages[from..to]` and keep the
+/// `keep_last` messages after them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactionPlan {
+    pub from: usize,
+    pub to: usize,
+    pub keep_last: usize,
+}
+
+/// How a summary appears in the model's context.
+pub fn summary_message(summary: Option<&str>, removed: usize) -> String {
+    match summary {
+        Some(summary) => format!("[Summary of the earlier conversation ({removed} messages)]\n{summary}"),
+        None => format!(
+            "[{removed} earlier messages were removed to fit the context window; the first request and the most recent work are kept]"
+        ),
+    }
+}
+
+impl Projection {
+    /// Messages kept at the head whatever happens: the system prompt and
+    /// the first user message.
+    fn head_len(&self) -> usize {
+        let mut head = usize::from(matches!(
+            self.messages.first(),
+            Some(ModelMessage::System { .. })
+        ));
+        if matches!(self.messages.get(head), Some(ModelMessage::User { .. })) {
+            head += 1;
+        }
+        head
+    }
+
+    /// Plans a compaction that keeps the most recent messages within
+    /// `keep_chars` (at least the last message), never starting the kept
+    /// part at a tool result, so no call is separated from its result.
+    /// `None` when there is nothing between the head and the kept part.
+    pub fn compaction_plan(&self, keep_chars: usize) -> Option<CompactionPlan> {
+        let head = self.head_len();
+        let len = self.messages.len();
+        let mut cut = len;
+        let mut kept = 0;
+        while cut > head {
+            let size = message_chars(&self.messages[cut - 1]);
+            if kept + size > keep_chars && cut < len {
+                break;
+            }
+            kept += size;
+            cut -= 1;
+        }
+        // The kept part must not start with results whose call is cut off:
+        // keep the whole step (the newest results are what the model is
+        // about to read).
+        while cut > head && cut < len && matches!(self.messages[cut], ModelMessage::Tool { .. }) {
+            cut -= 1;
+        }
+        (cut > head).then_some(CompactionPlan {
+            from: head,
+            to: cut,
+            keep_last: len - cut,
+        })
+    }
+
+    /// The messages of a plan as a transcript for the summarizer.
+    pub fn transcript(&self, plan: CompactionPlan) -> String {
+        let mut out = String::new();
+        for message in &self.messages[plan.from..plan.to] {
+            let line = match message {
+                ModelMessage::System { text } => format!("[system] {text}"),
+                ModelMessage::User { text } => format!("[user] {text}"),
+                ModelMessage::Assistant {
+                    text, tool_calls, ..
+                } => {
+                    let calls: Vec<String> = tool_calls
+                        .iter()
+                        .map(|c| format!("{}({})", c.name, c.arguments))
+                        .collect();
+                    if calls.is_empty() {
+                        format!("[assistant] {text}")
+                    } else {
+                        format!("[assistant] {text} [calls: {}]", calls.join(", "))
+                    }
+                }
+                ModelMessage::Tool { call_id, content } => {
+                    format!("[tool result {call_id}] {content}")
+                }
+            };
+            out.push_str(&line);
+            out.push_str("\n\n");
+        }
+        out
+    }
+
+    /// Replaces everything between the head and the last `keep_last`
+    /// messages with one summary message.
+    fn compact(&mut self, summary: Option<&str>, removed: usize, keep_last: usize) {
+        let head = self.head_len();
+        let len = self.messages.len();
+        let cut = len.saturating_sub(keep_last).max(head);
+        self.messages.splice(
+            head..cut,
+            [ModelMessage::User {
+                text: summary_message(summary, removed),
+            }],
+        );
+        self.chars = self.messages.iter().map(message_chars).sum();
     }
 }
 
@@ -419,10 +537,8 @@ impl Projection {
             .iter()
             .rposition(|m| matches!(m, ModelMessage::User { .. }))
             .unwrap_or(self.messages.len());
-        let start = usize::from(matches!(
-            self.messages.first(),
-            Some(ModelMessage::System { .. })
-        ));
+        // The system prompt and the first request stay.
+        let start = self.head_len().min(last_user);
         // Drop whole units from the oldest: a message plus the tool results
         // that follow it, so no call is separated from its result.
         let mut end = start;

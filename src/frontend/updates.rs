@@ -168,6 +168,12 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
                 })
                 .collect(),
         },
+        Event::Compacted {
+            summary, removed, ..
+        } => SessionUpdate::ContextCompacted {
+            removed_messages: *removed,
+            summarized: summary.is_some(),
+        },
         Event::ModeChanged { mode } => SessionUpdate::CurrentModeUpdate {
             current_mode_id: mode_id(*mode).to_string(),
         },

@@ -44,6 +44,19 @@ pub enum ModelMessage {
     },
 }
 
+impl ModelMessage {
+    /// Rough size in bytes of the message's text.
+    pub fn len_hint(&self) -> usize {
+        match self {
+            ModelMessage::System { text } | ModelMessage::User { text } => text.len(),
+            ModelMessage::Assistant {
+                text, tool_calls, ..
+            } => text.len() + tool_calls.iter().map(|c| c.arguments.len()).sum::<usize>(),
+            ModelMessage::Tool { content, .. } => content.len(),
+        }
+    }
+}
+
 /// A tool offered to the model.
 #[derive(Debug, Clone, Serialize)]
 pub struct ToolSpec {
