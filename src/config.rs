@@ -151,6 +151,9 @@ pub struct Config {
     pub model: ModelConfig,
     pub limits: LimitsConfig,
     pub approval: ApprovalConfig,
+    /// Prices per model name (USD per million tokens), over the built-in
+    /// table of known models.
+    pub pricing: std::collections::BTreeMap<String, crate::core::pricing::Price>,
 }
 
 /// A configuration problem, naming where it came from.

@@ -80,13 +80,19 @@ pub struct PromptParams {
     pub prompt: Vec<ContentBlock>,
 }
 
-/// Token counts on the wire.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Token counts on the wire, with their cost when the model's price is
+/// known.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WireUsage {
+    /// The whole input, cached tokens included.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The part of the input served from the provider's cache.
     pub cached_tokens: u64,
+    /// US dollars; absent for models without a known price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 /// `tandem/prompt` result: the receipt of the turn the prompt opened.

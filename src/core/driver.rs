@@ -23,9 +23,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::bridge::{BridgeOutcome, ClientBridge, PermissionChoice, PermissionRequest};
 use super::event::{
-    Event, FinishReason, StopReason, ToolCallRequest, ToolStatus, TurnId, Usage, UserContent,
+    Cost, Event, FinishReason, StopReason, ToolCallRequest, ToolStatus, TurnId, Usage, UserContent,
 };
 use super::log::SessionLog;
+use super::pricing::{price_of, Price};
 use super::projection::{Projection, RepairLimits};
 use super::session::{PendingInput, Session, StartedWork, TurnReceipt, Work};
 use crate::buffers::BufferCache;
@@ -154,6 +155,7 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
                 stop_reason: end.reason,
                 message: end.message,
                 usage,
+                cost_usd: end.cost_usd,
             });
         }
     }
@@ -261,6 +263,8 @@ fn canonical_call(call: &ToolCallRequest) -> String {
 struct TurnEnd {
     reason: StopReason,
     message: Option<String>,
+    /// Filled in when the turn's end is recorded.
+    cost_usd: Option<f64>,
 }
 
 impl TurnEnd {
@@ -268,6 +272,7 @@ impl TurnEnd {
         TurnEnd {
             reason,
             message: Some(message.into()),
+            cost_usd: None,
         }
     }
 
@@ -355,13 +360,24 @@ impl Turn<'_> {
             Ok(()) => self.steps().await,
             Err(reason) => TurnEnd::new(StopReason::Blocked, reason),
         };
+        let mut end = end;
+        end.cost_usd = self.price().map(|p| p.cost(&self.usage));
         self.record(Event::TurnEnd {
             turn_id: self.turn_id.clone(),
             stop_reason: end.reason,
             message: end.message.clone(),
             usage: self.usage,
+            cost_usd: end.cost_usd,
         });
         end
+    }
+
+    /// The price of the session's model, when known.
+    fn price(&self) -> Option<Price> {
+        price_of(
+            &self.session.config.model.name,
+            &self.session.config.pricing,
+        )
     }
 
     /// Claims a batch, runs it past the admission hooks and enters what
@@ -519,11 +535,17 @@ impl Turn<'_> {
                 finish_reason: finish,
                 usage: completion.usage,
             });
+            let cost = self.price().map(|price| Cost {
+                call: price.cost(&completion.usage),
+                turn: price.cost(&self.usage),
+                session: price.cost(self.session_usage),
+            });
             self.record(Event::UsageUpdate {
                 turn_id: self.turn_id.clone(),
                 call: completion.usage,
                 turn: self.usage,
                 session: *self.session_usage,
+                cost,
             });
             if finish == FinishReason::Length {
                 hit_max_tokens = true;
@@ -573,6 +595,7 @@ impl Turn<'_> {
                 _ => TurnEnd {
                     reason: StopReason::EndTurn,
                     message: None,
+                    cost_usd: None,
                 },
             };
         }

@@ -325,12 +325,15 @@ pub enum Event {
         turn_id: TurnId,
         step: u32,
     },
-    /// Usage so far, after a provider call.
+    /// Usage so far, after a provider call, with its cost in US dollars
+    /// when the model's price is known.
     UsageUpdate {
         turn_id: TurnId,
         call: Usage,
         turn: Usage,
         session: Usage,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost: Option<Cost>,
     },
     TurnEnd {
         turn_id: TurnId,
@@ -338,7 +341,17 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
         usage: Usage,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
+}
+
+/// Costs in US dollars of a call, its turn and its session.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    pub call: f64,
+    pub turn: f64,
+    pub session: f64,
 }
 
 impl Event {

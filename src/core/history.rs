@@ -81,6 +81,7 @@ pub fn recover_interrupted(log: &SessionLog, events: &[LoggedEvent]) -> Vec<Logg
             stop_reason: StopReason::Interrupted,
             message: Some("the daemon stopped before this turn ended".to_string()),
             usage,
+            cost_usd: None,
         }));
     }
     for message_id in queued {
@@ -320,14 +321,16 @@ pub fn render_trajectory(events: &[LoggedEvent]) -> String {
                 stop_reason,
                 message,
                 usage,
+                cost_usd,
             } => {
                 let message = message
                     .as_deref()
                     .map(|m| format!(": {m}"))
                     .unwrap_or_default();
+                let cost = cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
                 let _ = writeln!(
                     out,
-                    "{ts} == end of {turn_id}: {}{message} ({} in / {} out / {} cached tokens)",
+                    "{ts} == end of {turn_id}: {}{message} ({} in / {} out / {} cached tokens{cost})",
                     stop_reason.as_str(),
                     usage.input_tokens,
                     usage.output_tokens,

@@ -451,6 +451,7 @@ mod tests {
             stop_reason: StopReason::EndTurn,
             message: None,
             usage: Usage::default(),
+            cost_usd: None,
         });
         let (read_header, events) = read_log(log.path()).unwrap();
         assert_eq!(read_header, header);

@@ -8,5 +8,6 @@ pub mod driver;
 pub mod event;
 pub mod history;
 pub mod log;
+pub mod pricing;
 pub mod projection;
 pub mod session;

@@ -31,6 +31,8 @@ pub struct TurnReceipt {
     pub stop_reason: StopReason,
     pub message: Option<String>,
     pub usage: Usage,
+    /// The turn's cost in US dollars, when the model's price is known.
+    pub cost_usd: Option<f64>,
 }
 
 /// User input waiting in the inbox.
@@ -435,6 +437,7 @@ impl Session {
                     "prompt discarded before its turn started: {reason}"
                 )),
                 usage: Usage::default(),
+                cost_usd: None,
             });
         }
     }

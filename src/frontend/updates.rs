@@ -26,6 +26,14 @@ pub fn wire_usage(usage: &Usage) -> WireUsage {
         input_tokens: usage.input_tokens,
         output_tokens: usage.output_tokens,
         cached_tokens: usage.cached_tokens,
+        cost_usd: None,
+    }
+}
+
+fn priced(usage: &Usage, cost: Option<f64>) -> WireUsage {
+    WireUsage {
+        cost_usd: cost,
+        ..wire_usage(usage)
     }
 }
 
@@ -195,21 +203,23 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             call,
             turn,
             session,
+            cost,
             ..
         } => SessionUpdate::Usage {
-            call: Some(wire_usage(call)),
-            turn: wire_usage(turn),
-            session: wire_usage(session),
+            call: Some(priced(call, cost.map(|c| c.call))),
+            turn: priced(turn, cost.map(|c| c.turn)),
+            session: priced(session, cost.map(|c| c.session)),
         },
         Event::TurnEnd {
             stop_reason,
             message,
             usage,
+            cost_usd,
             ..
         } => SessionUpdate::TurnEnd {
             stop_reason: stop_reason.as_str().to_string(),
             message: message.clone(),
-            usage: wire_usage(usage),
+            usage: priced(usage, *cost_usd),
         },
         Event::InputQueued {
             message_id, queue, ..
@@ -264,6 +274,6 @@ pub fn prompt_result(receipt: TurnReceipt) -> PromptResult {
         turn_id: receipt.turn_id,
         stop_reason: receipt.stop_reason.as_str().to_string(),
         message: receipt.message,
-        usage: wire_usage(&receipt.usage),
+        usage: priced(&receipt.usage, receipt.cost_usd),
     }
 }

@@ -390,3 +390,45 @@ async fn tandem_replay_prints_the_trajectory_and_sessions_lists_it() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn usage_and_cost_are_reported_per_call_turn_and_session() {
+    let server = ModelServer::start().await;
+    for _ in 0..2 {
+        server.push(openai::text(["priced"]));
+    }
+    server.push(openai::text(["free"]));
+    let root = tempfile::tempdir().unwrap();
+    let mut editor = editor_in(None, root.path()).await;
+    let mut config = config_for(&server);
+    config["model"]["name"] = json!("gpt-4o-mini-2024-07-18");
+    let session = editor.new_session(config).await;
+    // 10 input tokens of which 4 cached, 5 output, at gpt-4o-mini prices.
+    let per_call = (6.0 * 0.15 + 4.0 * 0.075 + 5.0 * 0.60) / 1e6;
+    let close = |v: &Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-12;
+    editor.prompt(&session, "one").await;
+    let (response, updates) = editor.prompt(&session, "two").await;
+    let usage = &response["result"]["usage"];
+    assert_eq!(usage["inputTokens"], 10);
+    assert_eq!(usage["cachedTokens"], 4);
+    assert!(close(&usage["costUsd"], per_call), "{usage}");
+    let update = updates
+        .iter()
+        .find(|u| u["update"]["sessionUpdate"] == "usage")
+        .unwrap();
+    assert!(close(&update["update"]["call"]["costUsd"], per_call));
+    assert!(close(
+        &update["update"]["session"]["costUsd"],
+        2.0 * per_call
+    ));
+    assert_eq!(update["update"]["session"]["inputTokens"], 20);
+
+    // A model without a known price shows tokens only.
+    let free = editor.new_session(config_for(&server)).await;
+    let (response, _) = editor.prompt(&free, "three").await;
+    assert_eq!(response["result"]["usage"]["outputTokens"], 5);
+    assert!(
+        response["result"]["usage"].get("costUsd").is_none(),
+        "{response}"
+    );
+}
