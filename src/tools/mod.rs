@@ -6,6 +6,7 @@
 //! on. Tools reach files only through [`ToolContext`] (workspace confinement,
 //! the buffer cache), never through raw paths from the model.
 
+pub mod edits;
 pub mod exec;
 pub mod grep;
 pub mod list_files;
