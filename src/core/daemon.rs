@@ -194,7 +194,7 @@ impl Daemon {
         );
         let env = SessionEnv {
             provider,
-            tools: ToolRegistry::with_read_tools(),
+            tools: ToolRegistry::with_all_tools(),
             workspace,
             buffers: self.buffers.clone(),
             admission,

@@ -6,6 +6,7 @@
 //! on. Tools reach files only through [`ToolContext`] (workspace confinement,
 //! the buffer cache), never through raw paths from the model.
 
+pub mod apply_patch;
 pub mod edits;
 pub mod exec;
 pub mod grep;
@@ -164,6 +165,14 @@ impl ToolRegistry {
         registry.register(Arc::new(read_file::ReadFile));
         registry.register(Arc::new(list_files::ListFiles));
         registry.register(Arc::new(grep::Grep));
+        registry
+    }
+
+    /// Every tool of a session that may act: the read tools and the ones
+    /// that change the workspace.
+    pub fn with_all_tools() -> Self {
+        let mut registry = ToolRegistry::with_read_tools();
+        registry.register(Arc::new(apply_patch::ApplyPatch));
         registry
     }
 

@@ -95,7 +95,10 @@ async fn streamed_chunks_reach_the_client_before_the_prompt_response() {
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(tools, vec!["read_file", "list_files", "grep"]);
+    assert_eq!(
+        tools,
+        vec!["read_file", "list_files", "grep", "apply_patch"]
+    );
 
     // The log tells the same story.
     let log = editor.log_lines(&session);
