@@ -18,6 +18,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::RwLock;
 
 use ropey::{Rope, RopeSlice};
+use tokio::sync::watch;
 
 /// How `character` in a [`Position`] counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -78,6 +79,17 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// A snapshot of text that is not an open document (a file read from
+    /// disk), so positions in it convert as fast as in a buffer's.
+    pub fn from_text(text: &str, version: i32) -> Snapshot {
+        let content = Content::new(text);
+        Snapshot {
+            rope: content.text,
+            version,
+            lsp_lines: content.lsp_lines,
+        }
+    }
+
     /// The char index `pos` names in this snapshot; O(log n), unlike the free
     /// [`position_to_char`], because the snapshot carries its LSP line index.
     pub fn position_to_char(
@@ -300,6 +312,9 @@ struct Document {
 pub struct BufferCache {
     docs: RwLock<HashMap<PathBuf, Document>>,
     encoding: RwLock<PositionEncoding>,
+    /// Bumped after every change to the documents, so a tool waiting for
+    /// the editor to report an edit can wait instead of polling.
+    changes: watch::Sender<u64>,
 }
 
 impl BufferCache {
@@ -317,6 +332,16 @@ impl BufferCache {
         *self.encoding.read().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// A receiver that is marked changed after every `open`, applied
+    /// `change`, `close` and `saved` from now on.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     /// `didOpen`: starts mirroring `path`, replacing any earlier copy.
     pub fn open(&self, path: PathBuf, version: i32, text: &str) {
         let key = normalize_path(&path);
@@ -328,6 +353,7 @@ impl BufferCache {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, doc);
+        self.changed();
     }
 
     /// Applies the changes in order; all or nothing.
@@ -362,6 +388,8 @@ impl BufferCache {
         }
         doc.content = content;
         doc.version = version;
+        drop(docs);
+        self.changed();
         Ok(())
     }
 
@@ -372,6 +400,7 @@ impl BufferCache {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&key);
+        self.changed();
     }
 
     /// `didSave`; when the client includes the text, it replaces the buffer.
@@ -386,6 +415,7 @@ impl BufferCache {
         {
             doc.content = Content::new(text);
         }
+        self.changed();
     }
 
     /// The open document's current text and version, or `None` if not open.
@@ -664,6 +694,36 @@ mod tests {
         let snapshot = cache.snapshot(&path).expect("open");
         assert_eq!(snapshot.rope.to_string(), "a\nb");
         assert_eq!(snapshot.version, 1);
+    }
+
+    #[test]
+    fn subscribers_are_told_of_applied_changes_only() {
+        let (cache, path) = cache_with("a\nb", PositionEncoding::Utf16);
+        let mut changes = cache.subscribe();
+        assert!(!changes.has_changed().expect("sender alive"));
+        let _ = cache.change(&path, 2, &[edit((9, 0), (9, 0), "bad")]);
+        assert!(!changes.has_changed().expect("sender alive"));
+        cache
+            .change(&path, 2, &[edit((0, 0), (0, 0), "x")])
+            .expect("applies");
+        assert!(changes.has_changed().expect("sender alive"));
+        changes.borrow_and_update();
+        cache.close(&path);
+        assert!(changes.has_changed().expect("sender alive"));
+    }
+
+    #[test]
+    fn snapshot_from_text_converts_positions_like_an_open_buffer() {
+        let text = "a\u{000C}😀\nb";
+        let (cache, path) = cache_with(text, PositionEncoding::Utf16);
+        let open = cache.snapshot(&path).expect("open");
+        let loose = Snapshot::from_text(text, 0);
+        for char_idx in 0..=loose.rope.len_chars() {
+            assert_eq!(
+                loose.char_to_position(char_idx, PositionEncoding::Utf16),
+                open.char_to_position(char_idx, PositionEncoding::Utf16)
+            );
+        }
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! on. Tools reach files only through [`ToolContext`] (workspace confinement,
 //! the buffer cache), never through raw paths from the model.
 
+pub mod apply_patch;
+pub mod edits;
 pub mod exec;
 pub mod exec_command;
 pub mod grep;
@@ -173,6 +175,7 @@ impl ToolRegistry {
     /// mode and the client (see [`ToolRegistry::offered`]).
     pub fn for_session() -> Self {
         let mut registry = ToolRegistry::with_read_tools();
+        registry.register(Arc::new(apply_patch::ApplyPatch));
         registry.register(Arc::new(exec_command::ExecCommand));
         registry.register(Arc::new(update_plan::UpdatePlan));
         registry.register(Arc::new(request_user_input::RequestUserInput));

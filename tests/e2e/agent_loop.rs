@@ -101,6 +101,7 @@ async fn streamed_chunks_reach_the_client_before_the_prompt_response() {
             "read_file",
             "list_files",
             "grep",
+            "apply_patch",
             "exec_command",
             "update_plan"
         ],

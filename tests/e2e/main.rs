@@ -4,6 +4,7 @@
 mod support;
 
 mod agent_loop;
+mod apply_patch;
 mod compaction;
 mod lsp_wire;
 mod provider_anthropic;
