@@ -341,7 +341,9 @@ struct Turn<'a> {
     session_usage: &'a mut Usage,
     loops: &'a mut LoopDetector,
     started: Instant,
-    /// Last time anything moved: a chunk arrived, a tool finished.
+    /// Last time the work moved on: the model streamed text, or a tool
+    /// call completed. Retries, failed or refused calls, reasoning alone
+    /// and empty answers are not progress.
     last_progress: Instant,
 }
 
@@ -738,10 +740,14 @@ impl Turn<'_> {
                 Ok(Some(Ok(event))) => event,
             };
             got_first = true;
-            self.last_progress = Instant::now();
             match event {
                 StreamEvent::TextDelta(text) => {
                     streamed = true;
+                    // Progress is new output for the user: text, not
+                    // keep-alives, retries or empty deltas.
+                    if !text.trim().is_empty() {
+                        self.last_progress = Instant::now();
+                    }
                     self.session.log.append(Event::AssistantChunk {
                         turn_id: self.turn_id.clone(),
                         step,
@@ -847,7 +853,11 @@ impl Turn<'_> {
                 outcomes.push(outcome);
             }
             drop(results);
-            self.last_progress = Instant::now();
+            // A tool that succeeded moved the work on; failures and
+            // refusals did not.
+            if outcomes.iter().any(|(status, _)| *status == ToolStatus::Completed) {
+                self.last_progress = Instant::now();
+            }
             for (call, (status, output)) in batch.iter().zip(outcomes) {
                 self.record(Event::ToolResult {
                     turn_id: self.turn_id.clone(),
@@ -1236,14 +1246,22 @@ async fn execute_call(
     // A panicking tool must not take the session task (and every queued
     // prompt's receipt) down with it.
     let run = std::panic::AssertUnwindSafe(tool.run(args, &ctx));
+    let limit = tool.timeout().unwrap_or(Duration::MAX);
+    let run = tokio::time::timeout(limit, futures::FutureExt::catch_unwind(run));
     tokio::select! {
-        result = futures::FutureExt::catch_unwind(run) => match result {
+        result = run => match result {
+            Err(_) => (
+                ToolStatus::Aborted,
+                format!("the call was stopped after {limit:.0?}, the time limit of {}", tool.name()),
+            ),
+            Ok(result) => match result {
             Ok(Ok(output)) => (ToolStatus::Completed, cap_output(output)),
             Ok(Err(e)) => (ToolStatus::Failed, cap_output(e.0)),
             Err(_) => {
                 tracing::error!(tool = tool.name(), "tool panicked");
                 (ToolStatus::Failed, format!("internal error: the {} tool crashed; this is a bug in tandem", tool.name()))
             }
+            },
         },
         _ = cancel.cancelled() => (
             ToolStatus::Aborted,

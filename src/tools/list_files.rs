@@ -83,6 +83,10 @@ impl Tool for ListFiles {
         title
     }
 
+    fn timeout(&self) -> Option<std::time::Duration> {
+        Some(super::READ_TOOL_TIMEOUT)
+    }
+
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
         let args: Args = parse_args(self.name(), &args)?;
         let limit = args.limit.unwrap_or(DEFAULT_LIMIT);

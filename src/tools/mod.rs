@@ -153,7 +153,16 @@ pub trait Tool: Send + Sync {
     /// A short human title for the call, e.g. "Read src/main.rs".
     fn title(&self, args: &Value) -> String;
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError>;
+    /// How long one call may run before it is stopped and reported as
+    /// aborted. `None`: no limit (tools that wait for the user, or that
+    /// enforce their own, like `exec_command`'s `timeout_ms`).
+    fn timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
+
+/// The time limit of the read tools (walks and searches of big trees).
+pub const READ_TOOL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The set of tools offered in a session.
 #[derive(Clone, Default)]

@@ -84,6 +84,10 @@ impl Tool for ReadFile {
         }
     }
 
+    fn timeout(&self) -> Option<std::time::Duration> {
+        Some(super::READ_TOOL_TIMEOUT)
+    }
+
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
         let args: Args = parse_args(self.name(), &args)?;
         // Models often count from 0; line 0 can only mean the first line.

@@ -15,6 +15,7 @@
 
 pub mod framing;
 pub mod outgoing;
+pub mod progress;
 pub mod server;
 
 use std::path::PathBuf;
@@ -27,6 +28,7 @@ use tower_lsp::Server;
 
 use self::framing::{encode, Frame, FrameReader};
 use self::outgoing::Outgoing;
+use self::progress::Progress;
 use crate::core::daemon::{Daemon, DaemonOptions};
 use crate::core::log::{Durability, EventSink, LoggedEvent};
 use crate::frontend::updates::update_params;
@@ -57,13 +59,16 @@ impl OutboundQueue {
     }
 }
 
-/// Turns session events into `tandem/update` notifications.
+/// Turns session events into `tandem/update` notifications (and
+/// `$/progress` for running turns).
 struct LspSink {
     out: OutboundQueue,
+    progress: Arc<Progress>,
 }
 
 impl EventSink for LspSink {
     fn on_event(&self, session_id: &str, event: &LoggedEvent) {
+        self.progress.on_event(session_id, &event.event);
         let Some(params) = update_params(session_id, event) else {
             return;
         };
@@ -151,15 +156,23 @@ where
     let writer = tokio::spawn(write_frames(stdout, rx));
 
     let outgoing = Outgoing::new(out.clone());
+    let progress = Progress::new(out.clone(), outgoing.clone());
     let daemon = Daemon::new(DaemonOptions {
         home,
         durability,
-        sink: Arc::new(LspSink { out: out.clone() }),
+        sink: Arc::new(LspSink {
+            out: out.clone(),
+            progress: progress.clone(),
+        }),
         bridge: outgoing.clone(),
     });
     let shutdown_requested = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (service, socket) =
-        server::build_service(daemon.clone(), shutdown_requested.clone(), outgoing.clone());
+    let (service, socket) = server::build_service(
+        daemon.clone(),
+        shutdown_requested.clone(),
+        outgoing.clone(),
+        progress.clone(),
+    );
 
     // tower-lsp reads only well-formed frames from us, and what it writes
     // is read back, unframed, and queued for the one stdout writer.
@@ -201,6 +214,15 @@ where
                 }
                 if Outgoing::is_ours(&value) {
                     outgoing.complete(&value);
+                    continue;
+                }
+                if value.get("method").and_then(Value::as_str) == Some("window/workDoneProgress/cancel") {
+                    // tower-lsp 0.20 has no handler for it; the token names
+                    // the turn.
+                    let token = value["params"]["token"].as_str().unwrap_or_default();
+                    if let Some(session) = progress.session_of(token) {
+                        let _ = daemon.cancel(&session, true);
+                    }
                     continue;
                 }
                 let is_exit = value.get("method").and_then(|m| m.as_str()) == Some("exit");

@@ -16,6 +16,7 @@ use tower_lsp::lsp_types::*;
 use tower_lsp::{Client, ClientSocket, LanguageServer, LspService};
 
 use super::outgoing::Outgoing;
+use super::progress::Progress;
 use crate::buffers::{self, PositionEncoding, TextChange};
 use crate::config::ApprovalMode;
 use crate::core::bridge::ClientAbilities;
@@ -42,6 +43,7 @@ pub struct Backend {
     daemon: Arc<Daemon>,
     shutdown_requested: Arc<AtomicBool>,
     outgoing: Arc<Outgoing>,
+    progress: Arc<Progress>,
 }
 
 /// Builds the service with tandem's extension methods.
@@ -49,11 +51,13 @@ pub fn build_service(
     daemon: Arc<Daemon>,
     shutdown_requested: Arc<AtomicBool>,
     outgoing: Arc<Outgoing>,
+    progress: Arc<Progress>,
 ) -> (LspService<Backend>, ClientSocket) {
     LspService::build(move |_client: Client| Backend {
         daemon,
         shutdown_requested,
         outgoing,
+        progress,
     })
     .custom_method("tandem/newSession", Backend::new_session)
     .custom_method("tandem/prompt", Backend::prompt)
@@ -209,7 +213,15 @@ impl LanguageServer for Backend {
                 })?,
                 None => ClientTandemCapabilities::default(),
             };
-            let workspace_caps = params.capabilities.workspace.as_ref();
+            self.progress.set_enabled(
+            params
+                .capabilities
+                .window
+                .as_ref()
+                .and_then(|w| w.work_done_progress)
+                .unwrap_or(false),
+        );
+        let workspace_caps = params.capabilities.workspace.as_ref();
             let edit_caps = workspace_caps.and_then(|w| w.workspace_edit.as_ref());
             let resource_ops = edit_caps.and_then(|e| e.resource_operations.as_ref());
             self.outgoing.set_abilities(ClientAbilities {

@@ -1,0 +1,140 @@
+//! Work-done progress (`$/progress`) for running turns, when the client
+//! offers `window.workDoneProgress`: begin when a turn starts, a report when
+//! a tool runs or the turn waits for the user, end with the stop reason.
+//! The progress is cancellable: `window/workDoneProgress/cancel` cancels the
+//! turn.
+//!
+//! Invariant: a token's notifications go out in order and only after the
+//! client answered `window/workDoneProgress/create` for it; a refused token
+//! gets nothing.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::outgoing::Outgoing;
+use super::OutboundQueue;
+use crate::core::bridge::BridgeOutcome;
+use crate::core::event::Event;
+
+/// Turns session events into `$/progress` notifications.
+pub struct Progress {
+    enabled: AtomicBool,
+    out: OutboundQueue,
+    outgoing: Arc<Outgoing>,
+    /// Per running turn: where its progress items go, and its session.
+    turns: Mutex<HashMap<String, (mpsc::UnboundedSender<Value>, String)>>,
+}
+
+impl Progress {
+    pub fn new(out: OutboundQueue, outgoing: Arc<Outgoing>) -> Arc<Progress> {
+        Arc::new(Progress {
+            enabled: AtomicBool::new(false),
+            out,
+            outgoing,
+            turns: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Set from the client's `window.workDoneProgress` capability.
+    pub fn set_enabled(&self, enabled: bool) {
+        self.enabled.store(enabled, Ordering::Relaxed);
+    }
+
+    fn token(session_id: &str, turn_id: &str) -> String {
+        format!("tandem/{session_id}/{turn_id}")
+    }
+
+    /// The session whose turn a token belongs to (for a cancel).
+    pub fn session_of(&self, token: &str) -> Option<String> {
+        self.turns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(token)
+            .map(|(_, session)| session.clone())
+    }
+
+    /// Called for every session event, in log order.
+    pub fn on_event(&self, session_id: &str, event: &Event) {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return;
+        }
+        let (turn_id, value) = match event {
+            Event::TurnStart { turn_id } => {
+                self.begin(session_id, turn_id);
+                return;
+            }
+            Event::ToolCall { turn_id, title, .. } => (
+                turn_id,
+                json!({"kind": "report", "message": format!("running: {title}")}),
+            ),
+            Event::ToolWaiting {
+                turn_id, waiting_for, ..
+            } => (
+                turn_id,
+                json!({"kind": "report", "message": format!("waiting for you ({waiting_for})")}),
+            ),
+            Event::StepStart { turn_id, step } => (
+                turn_id,
+                json!({"kind": "report", "message": format!("thinking (step {step})")}),
+            ),
+            Event::TurnEnd {
+                turn_id, stop_reason, ..
+            } => {
+                let token = Self::token(session_id, turn_id);
+                let entry = self.turns.lock().unwrap_or_else(|e| e.into_inner()).remove(&token);
+                if let Some((tx, _)) = entry {
+                    let _ = tx.send(json!({"kind": "end", "message": stop_reason.as_str()}));
+                }
+                return;
+            }
+            _ => return,
+        };
+        let token = Self::token(session_id, turn_id);
+        if let Some((tx, _)) = self.turns.lock().unwrap_or_else(|e| e.into_inner()).get(&token) {
+            let _ = tx.send(value);
+        }
+    }
+
+    fn begin(&self, session_id: &str, turn_id: &str) {
+        let token = Self::token(session_id, turn_id);
+        let (tx, mut rx) = mpsc::unbounded_channel::<Value>();
+        let _ = tx.send(json!({
+            "kind": "begin",
+            "title": "tandem",
+            "message": "working",
+            "cancellable": true,
+        }));
+        self.turns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token.clone(), (tx, session_id.to_string()));
+        let out = self.out.clone();
+        let outgoing = self.outgoing.clone();
+        tokio::spawn(async move {
+            let never = CancellationToken::new();
+            let created = outgoing
+                .request("window/workDoneProgress/create", json!({"token": token}), &never)
+                .await;
+            if !matches!(created, BridgeOutcome::Answered(_)) {
+                tracing::debug!(token, "the client refused a progress token");
+                return;
+            }
+            while let Some(value) = rx.recv().await {
+                let end = value["kind"] == "end";
+                out.send_json(&json!({
+                    "jsonrpc": "2.0",
+                    "method": "$/progress",
+                    "params": {"token": token, "value": value},
+                }));
+                if end {
+                    break;
+                }
+            }
+        });
+    }
+}
