@@ -292,6 +292,45 @@ impl Editor {
         (response, updates)
     }
 
+    /// Sends a text prompt without waiting for its receipt; returns the
+    /// request id (for [`Editor::response`] or `$/cancelRequest`).
+    pub async fn start_prompt(&mut self, session: &str, text: &str) -> i64 {
+        self.start_request(
+            "tandem/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        )
+        .await
+    }
+
+    /// Waits for a `tandem/update` of `session` whose `update` object `pred`
+    /// accepts; returns the notification's params.
+    pub async fn wait_update(&mut self, session: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        self.wait_notification("tandem/update", |params| {
+            params["sessionId"] == session && pred(&params["update"])
+        })
+        .await["params"]
+            .clone()
+    }
+
+    /// Writes several messages with one write, so the daemon reads them
+    /// back to back (nothing of ours runs in between).
+    pub async fn send_together(&mut self, messages: &[Value]) {
+        let mut bytes = Vec::new();
+        for message in messages {
+            bytes.extend(frame(&serde_json::to_vec(message).expect("serialize")));
+        }
+        self.send_raw(&bytes).await;
+    }
+
+    /// Every `tandem/update` params of `session` received so far, in order.
+    pub fn updates_of(&self, session: &str) -> Vec<Value> {
+        self.received
+            .iter()
+            .filter(|m| m["method"] == "tandem/update" && m["params"]["sessionId"] == session)
+            .map(|m| m["params"].clone())
+            .collect()
+    }
+
     pub async fn open(&mut self, path: &Path, text: &str) {
         self.notify(
             "textDocument/didOpen",
