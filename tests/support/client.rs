@@ -209,11 +209,17 @@ impl Editor {
     }
 
     /// Waits for the response to request `id`; returns it and the index in
-    /// `received` where it arrived.
+    /// `received` where it arrived. A response that already arrived (while
+    /// waiting for another one) is returned at once, so responses to
+    /// concurrent requests can be awaited in any order.
     pub async fn response(&mut self, id: i64) -> (Value, usize) {
+        let is_response = |m: &Value| m.get("id") == Some(&json!(id)) && m.get("method").is_none();
+        if let Some(at) = self.received.iter().position(is_response) {
+            return (self.received[at].clone(), at);
+        }
         loop {
             let message = self.next_message().await;
-            if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
+            if is_response(&message) {
                 return (message, self.received.len() - 1);
             }
         }
