@@ -4,6 +4,7 @@
 mod support;
 
 mod agent_loop;
+mod loop_inprocess;
 mod loop_wire;
 mod lsp_wire;
 mod provider_anthropic;
