@@ -855,7 +855,10 @@ impl Turn<'_> {
             drop(results);
             // A tool that succeeded moved the work on; failures and
             // refusals did not.
-            if outcomes.iter().any(|(status, _)| *status == ToolStatus::Completed) {
+            if outcomes
+                .iter()
+                .any(|(status, _)| *status == ToolStatus::Completed)
+            {
                 self.last_progress = Instant::now();
             }
             for (call, (status, output)) in batch.iter().zip(outcomes) {

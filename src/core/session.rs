@@ -400,13 +400,16 @@ impl Session {
     /// queued prompt, each of which gets a `cancelled` receipt. On an idle
     /// session with an empty inbox this does nothing at all.
     pub fn cancel(&self, keep_inbox: bool) {
+        // Empty the inbox before tripping the token: once the token is
+        // cancelled the session task may end the turn and take the next
+        // queued prompt before we get to discard it.
+        if !keep_inbox {
+            self.discard_inbox("cancelled by the user");
+        }
         if let RunState::Running { cancel, .. } =
             &*self.run_state.lock().unwrap_or_else(|e| e.into_inner())
         {
             cancel.cancel();
-        }
-        if !keep_inbox {
-            self.discard_inbox("cancelled by the user");
         }
     }
 

@@ -6,6 +6,8 @@ mod support;
 mod agent_loop;
 mod apply_patch;
 mod compaction;
+mod loop_inprocess;
+mod loop_wire;
 mod lsp_wire;
 mod provider_anthropic;
 mod provider_openai;

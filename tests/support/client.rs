@@ -220,11 +220,17 @@ impl Editor {
     }
 
     /// Waits for the response to request `id`; returns it and the index in
-    /// `received` where it arrived.
+    /// `received` where it arrived. A response that already arrived (while
+    /// waiting for another one) is returned at once, so responses to
+    /// concurrent requests can be awaited in any order.
     pub async fn response(&mut self, id: i64) -> (Value, usize) {
+        let is_response = |m: &Value| m.get("id") == Some(&json!(id)) && m.get("method").is_none();
+        if let Some(at) = self.received.iter().position(is_response) {
+            return (self.received[at].clone(), at);
+        }
         loop {
             let message = self.next_message().await;
-            if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
+            if is_response(&message) {
                 return (message, self.received.len() - 1);
             }
         }
@@ -301,6 +307,45 @@ impl Editor {
             .map(|m| m["params"].clone())
             .collect();
         (response, updates)
+    }
+
+    /// Sends a text prompt without waiting for its receipt; returns the
+    /// request id (for [`Editor::response`] or `$/cancelRequest`).
+    pub async fn start_prompt(&mut self, session: &str, text: &str) -> i64 {
+        self.start_request(
+            "tandem/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        )
+        .await
+    }
+
+    /// Waits for a `tandem/update` of `session` whose `update` object `pred`
+    /// accepts; returns the notification's params.
+    pub async fn wait_update(&mut self, session: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        self.wait_notification("tandem/update", |params| {
+            params["sessionId"] == session && pred(&params["update"])
+        })
+        .await["params"]
+            .clone()
+    }
+
+    /// Writes several messages with one write, so the daemon reads them
+    /// back to back (nothing of ours runs in between).
+    pub async fn send_together(&mut self, messages: &[Value]) {
+        let mut bytes = Vec::new();
+        for message in messages {
+            bytes.extend(frame(&serde_json::to_vec(message).expect("serialize")));
+        }
+        self.send_raw(&bytes).await;
+    }
+
+    /// Every `tandem/update` params of `session` received so far, in order.
+    pub fn updates_of(&self, session: &str) -> Vec<Value> {
+        self.received
+            .iter()
+            .filter(|m| m["method"] == "tandem/update" && m["params"]["sessionId"] == session)
+            .map(|m| m["params"].clone())
+            .collect()
     }
 
     pub async fn open(&mut self, path: &Path, text: &str) {

@@ -130,6 +130,9 @@ pub struct RecordedRequest {
     /// The body parsed as JSON, `Value::Null` when it is not JSON.
     pub body: Value,
     pub raw_body: String,
+    /// When the whole request had been read: lets a test check how long a
+    /// client waited before retrying.
+    pub received_at: Instant,
 }
 
 impl RecordedRequest {
@@ -382,6 +385,7 @@ async fn read_request(socket: &mut TcpStream) -> Option<RecordedRequest> {
         headers,
         body: serde_json::from_str(&raw_body).unwrap_or(Value::Null),
         raw_body,
+        received_at: Instant::now(),
     })
 }
 

@@ -216,7 +216,9 @@ where
                     outgoing.complete(&value);
                     continue;
                 }
-                if value.get("method").and_then(Value::as_str) == Some("window/workDoneProgress/cancel") {
+                if value.get("method").and_then(Value::as_str)
+                    == Some("window/workDoneProgress/cancel")
+                {
                     // tower-lsp 0.20 has no handler for it; the token names
                     // the turn.
                     let token = value["params"]["token"].as_str().unwrap_or_default();

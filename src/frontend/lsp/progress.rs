@@ -73,7 +73,9 @@ impl Progress {
                 json!({"kind": "report", "message": format!("running: {title}")}),
             ),
             Event::ToolWaiting {
-                turn_id, waiting_for, ..
+                turn_id,
+                waiting_for,
+                ..
             } => (
                 turn_id,
                 json!({"kind": "report", "message": format!("waiting for you ({waiting_for})")}),
@@ -83,10 +85,16 @@ impl Progress {
                 json!({"kind": "report", "message": format!("thinking (step {step})")}),
             ),
             Event::TurnEnd {
-                turn_id, stop_reason, ..
+                turn_id,
+                stop_reason,
+                ..
             } => {
                 let token = Self::token(session_id, turn_id);
-                let entry = self.turns.lock().unwrap_or_else(|e| e.into_inner()).remove(&token);
+                let entry = self
+                    .turns
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&token);
                 if let Some((tx, _)) = entry {
                     let _ = tx.send(json!({"kind": "end", "message": stop_reason.as_str()}));
                 }
@@ -95,7 +103,12 @@ impl Progress {
             _ => return,
         };
         let token = Self::token(session_id, turn_id);
-        if let Some((tx, _)) = self.turns.lock().unwrap_or_else(|e| e.into_inner()).get(&token) {
+        if let Some((tx, _)) = self
+            .turns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&token)
+        {
             let _ = tx.send(value);
         }
     }
@@ -118,7 +131,11 @@ impl Progress {
         tokio::spawn(async move {
             let never = CancellationToken::new();
             let created = outgoing
-                .request("window/workDoneProgress/create", json!({"token": token}), &never)
+                .request(
+                    "window/workDoneProgress/create",
+                    json!({"token": token}),
+                    &never,
+                )
                 .await;
             if !matches!(created, BridgeOutcome::Answered(_)) {
                 tracing::debug!(token, "the client refused a progress token");

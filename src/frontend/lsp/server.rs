@@ -214,14 +214,14 @@ impl LanguageServer for Backend {
                 None => ClientTandemCapabilities::default(),
             };
             self.progress.set_enabled(
-            params
-                .capabilities
-                .window
-                .as_ref()
-                .and_then(|w| w.work_done_progress)
-                .unwrap_or(false),
-        );
-        let workspace_caps = params.capabilities.workspace.as_ref();
+                params
+                    .capabilities
+                    .window
+                    .as_ref()
+                    .and_then(|w| w.work_done_progress)
+                    .unwrap_or(false),
+            );
+            let workspace_caps = params.capabilities.workspace.as_ref();
             let edit_caps = workspace_caps.and_then(|w| w.workspace_edit.as_ref());
             let resource_ops = edit_caps.and_then(|e| e.resource_operations.as_ref());
             self.outgoing.set_abilities(ClientAbilities {
