@@ -432,3 +432,55 @@ async fn usage_and_cost_are_reported_per_call_turn_and_session() {
         "{response}"
     );
 }
+
+#[tokio::test]
+async fn allow_always_survives_a_reload() {
+    let server = ModelServer::start().await;
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("visible.txt"), "x").unwrap();
+    server.push(openai::tool_calls(&[("call_1", "exec_command", r#"{"cmd":"ls"}"#)]));
+    server.push(openai::text(["listed"]));
+    let caps = json!({"capabilities": {"experimental": {"tandem": {"requestPermission": true}}}});
+    let mut config = config_for(&server);
+    config["approval"]["mode"] = json!("review");
+
+    let mut editor = Editor::spawn().await;
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = asked.clone();
+    editor.on_request(move |method, _| {
+        assert_eq!(method, "tandem/requestPermission");
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(json!({"outcome": {"outcome": "selected", "optionId": "allow_always"}}))
+    });
+    editor.initialize_with(root.path(), caps.clone()).await;
+    let session = editor.new_session(config).await;
+    let (response, _) = editor.prompt(&session, "list files").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let home = editor.home.clone();
+    editor.shutdown_and_exit().await;
+
+    server.push(openai::tool_calls(&[("call_2", "exec_command", r#"{"cmd":"ls -a"}"#)]));
+    server.push(openai::text(["listed again"]));
+    let mut editor = Editor::spawn_with(EditorOptions {
+        home: Some(home),
+        ..EditorOptions::default()
+    })
+    .await;
+    editor.on_request(|method, _| panic!("nothing should be asked after a reload, got {method}"));
+    editor.initialize_with(root.path(), caps).await;
+    load(&mut editor, &session).await;
+    let (response, _) = editor.prompt(&session, "again").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let requests = server.requests();
+    let tool = requests.last().unwrap().body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .unwrap()
+        .clone();
+    assert_eq!(tool["tool_call_id"], "call_2");
+    assert!(tool["content"].as_str().unwrap().contains("visible.txt"), "{tool}");
+}
