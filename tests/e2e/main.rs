@@ -4,6 +4,7 @@
 mod support;
 
 mod agent_loop;
+mod approvals;
 mod lsp_wire;
 mod provider_anthropic;
 mod provider_openai;
