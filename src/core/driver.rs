@@ -992,7 +992,12 @@ async fn approve(
         decide("allowed_by_rule", command_scope(cmd));
         return Ok(());
     }
-    (ctx.emit)(ToolEvent::Waiting("permission"));
+    // A client that cannot answer is not asked (the bridge says so), and
+    // then nothing waits for the user: the editor must not show "waiting
+    // for you" for a question nobody will see.
+    if ctx.bridge.abilities().request_permission {
+        (ctx.emit)(ToolEvent::Waiting("permission"));
+    }
     let scope = command_scope(cmd);
     let request = PermissionRequest {
         session_id: session.id.clone(),

@@ -651,6 +651,30 @@ async fn review_mode_reject_always_blocks_the_command_prefix_without_asking_agai
 }
 
 #[tokio::test]
+async fn review_mode_without_the_permission_capability_counts_as_rejection_and_asks_nothing() {
+    let server = ModelServer::start().await;
+    server.push(exec_call("call_1", json!({"cmd": "touch ran"})));
+    server.push(openai::text(["ok"]));
+    let root = tempfile::tempdir().unwrap();
+    let (mut editor, session) = review_session(&server, root.path(), Caps::default()).await;
+    answer_permission(&mut editor, "allow_once");
+
+    let (response, updates) = editor.prompt(&session, "run").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(requests_of(&editor, "tandem/requestPermission").is_empty());
+    assert!(!root.path().join("ran").exists(), "the command ran");
+    let requests = server.wait_for_requests(2).await;
+    let result = tool_result(&requests[1], "call_1");
+    assert!(result.starts_with("rejected:"), "{result}");
+    assert!(
+        !updates
+            .iter()
+            .any(|u| u["update"]["waitingFor"].is_string()),
+        "nobody is asked, so nothing waits for the user: {updates:?}"
+    );
+}
+
+#[tokio::test]
 async fn review_mode_method_not_found_answer_counts_as_rejection() {
     let server = ModelServer::start().await;
     server.push(exec_call("call_1", json!({"cmd": "touch ran"})));
