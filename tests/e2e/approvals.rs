@@ -606,6 +606,42 @@ async fn review_mode_allow_always_remembers_the_command_prefix_in_later_turns() 
 }
 
 #[tokio::test]
+async fn allow_always_for_a_shell_command_does_not_allow_other_shell_commands() {
+    let server = ModelServer::start().await;
+    server.push(exec_call("call_1", json!({"cmd": "sh -c 'echo hi'"})));
+    server.push(openai::text(["first"]));
+    server.push(exec_call("call_2", json!({"cmd": "sh -c 'touch pwned'"})));
+    server.push(openai::text(["second"]));
+    let root = tempfile::tempdir().unwrap();
+    let (mut editor, session) = review_session(&server, root.path(), PERMISSION).await;
+    editor.on_request(|method, params| {
+        let choice = match params["toolCall"]["rawInput"]["cmd"].as_str() {
+            Some("sh -c 'echo hi'") => "allow_always",
+            _ => "reject_once",
+        };
+        (method == "tandem/requestPermission")
+            .then(|| json!({"outcome": {"outcome": "selected", "optionId": choice}}))
+    });
+
+    editor.prompt(&session, "hi").await;
+    editor.prompt(&session, "something else").await;
+    let asked = requests_of(&editor, "tandem/requestPermission");
+    assert_eq!(
+        asked.len(),
+        2,
+        "a shell runs anything: each new script asks"
+    );
+    assert!(
+        !root.path().join("pwned").exists(),
+        "the second script ran unasked"
+    );
+    let label = asked[0]["params"]["options"][1]["name"].as_str().unwrap();
+    assert!(label.contains("sh -c 'echo hi'"), "{label}");
+    let decisions = logged(&editor, &session, "approval_decided");
+    assert_eq!(decisions[0]["scope"], "sh -c 'echo hi'");
+}
+
+#[tokio::test]
 async fn review_mode_reject_always_blocks_the_command_prefix_without_asking_again() {
     let server = ModelServer::start().await;
     server.push(exec_call("call_1", json!({"cmd": "rm -f one"})));
