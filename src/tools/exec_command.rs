@@ -15,6 +15,12 @@ use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, T
 /// Longest timeout a call may ask for.
 const MAX_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// Most output of one call streamed to the editor. Every streamed piece is
+/// a session event (a log line and a `tandem/update`), so without a bound
+/// `yes` would grow the log and the editor's queue by megabytes a second
+/// until its timeout. The model's result keeps head and tail either way.
+const MAX_STREAMED_BYTES: usize = 1 << 20;
+
 pub struct ExecCommand;
 
 #[derive(Deserialize)]
@@ -91,8 +97,11 @@ impl Tool for ExecCommand {
             .unwrap_or(DEFAULT_TIMEOUT)
             .min(MAX_TIMEOUT);
         let emit = ctx.emit.clone();
+        let mut stream = StreamBudget::new(MAX_STREAMED_BYTES);
         let outcome = run_command(spec, ctx.cancel.clone(), move |piece| {
-            emit(ToolEvent::Output(piece.to_string()))
+            if let Some(piece) = stream.take(piece) {
+                emit(ToolEvent::Output(piece))
+            }
         })
         .await
         .map_err(|e| ToolError::new(e.to_string()))?;
@@ -101,5 +110,71 @@ impl Tool for ExecCommand {
             CommandEnd::Cancelled => Err(ToolError::new(outcome.to_model_text())),
             _ => Ok(outcome.to_model_text()),
         }
+    }
+}
+
+/// What is left of a call's streaming allowance.
+struct StreamBudget {
+    left: usize,
+    max: usize,
+    stopped: bool,
+}
+
+impl StreamBudget {
+    fn new(max: usize) -> Self {
+        StreamBudget {
+            left: max,
+            max,
+            stopped: false,
+        }
+    }
+
+    /// The part of `piece` to stream: all of it while the budget lasts,
+    /// then, once output goes past it, a cut with a note, then nothing.
+    fn take(&mut self, piece: &str) -> Option<String> {
+        if self.stopped {
+            return None;
+        }
+        if piece.len() <= self.left {
+            self.left -= piece.len();
+            return Some(piece.to_string());
+        }
+        let mut cut = self.left;
+        while !piece.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.left = 0;
+        self.stopped = true;
+        Some(format!(
+            "{}\n[... streaming stopped after {} KiB; the command goes on, and its result keeps the head and tail of the output ...]\n",
+            &piece[..cut],
+            self.max / 1024
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streaming_stops_at_the_budget_with_one_note_and_a_char_boundary_cut() {
+        let mut budget = StreamBudget::new(10);
+        assert_eq!(budget.take("12345").as_deref(), Some("12345"));
+        let cut = budget.take("abcd😀xyz").unwrap();
+        assert!(
+            cut.starts_with("abcd\n[... streaming stopped after"),
+            "{cut}"
+        );
+        assert_eq!(budget.take("more"), None);
+    }
+
+    #[test]
+    fn output_that_ends_exactly_at_the_budget_gets_no_note_until_more_comes() {
+        let mut budget = StreamBudget::new(4);
+        assert_eq!(budget.take("abcd").as_deref(), Some("abcd"));
+        let note = budget.take("e").unwrap();
+        assert!(note.starts_with("\n[... streaming stopped after"), "{note}");
+        assert_eq!(budget.take("f"), None);
     }
 }

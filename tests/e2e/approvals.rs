@@ -365,6 +365,46 @@ async fn exec_command_output_streams_as_tool_call_updates_before_the_call_comple
 }
 
 #[tokio::test]
+async fn exec_command_streams_at_most_a_bounded_amount_of_output() {
+    let server = ModelServer::start().await;
+    // 2.5 MB of output: more than the editor and the log should take.
+    server.push(exec_call(
+        "call_1",
+        json!({"cmd": "head -c 2500000 /dev/zero | tr '\\0' y; echo; echo the-end",
+               "timeout_ms": 20000}),
+    ));
+    server.push(openai::text(["ok"]));
+    let root = tempfile::tempdir().unwrap();
+    let (mut editor, session) = auto_session(&server, root.path()).await;
+
+    let (response, updates) = editor.prompt(&session, "flood").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let streamed: String = updates
+        .iter()
+        .filter_map(|u| u["update"]["outputDelta"].as_str())
+        .collect();
+    assert!(
+        streamed.len() <= (1 << 20) + 200,
+        "{} bytes streamed",
+        streamed.len()
+    );
+    assert!(
+        streamed.ends_with("keeps the head and tail of the output ...]\n"),
+        "{} bytes streamed, ending {:?}",
+        streamed.len(),
+        &streamed[streamed.len().saturating_sub(200)..]
+    );
+    let log = std::fs::metadata(editor.sessions_dir().join(format!("{session}.jsonl")))
+        .unwrap()
+        .len();
+    assert!(log < 2 << 20, "the session log grew to {log} bytes");
+    let requests = server.wait_for_requests(2).await;
+    let result = tool_result(&requests[1], "call_1");
+    assert!(result.ends_with("\nthe-end\n"), "the tail is kept");
+    assert!(result.contains(" bytes elided ...]"));
+}
+
+#[tokio::test]
 async fn exec_command_workdir_outside_the_workspace_is_refused_as_a_tool_error() {
     let outer = tempfile::tempdir().unwrap();
     let root = outer.path().join("workspace");
