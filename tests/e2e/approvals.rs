@@ -1073,3 +1073,41 @@ async fn request_user_input_answers_become_the_tool_result() {
         "{result}"
     );
 }
+
+#[tokio::test]
+async fn cancel_while_a_question_is_pending_withdraws_it_and_ends_the_turn_cancelled() {
+    let server = ModelServer::start().await;
+    server.push(openai::tool_calls(&[(
+        "call_1",
+        "request_user_input",
+        QUESTIONS,
+    )]));
+    let root = tempfile::tempdir().unwrap();
+    let (mut editor, session) = review_session(&server, root.path(), USER_INPUT).await;
+    editor.hold_requests("tandem/requestUserInput");
+
+    let id = editor
+        .start_request("tandem/prompt", start_prompt_params(&session, "ask"))
+        .await;
+    let asked = next_request(&mut editor, "tandem/requestUserInput").await;
+    editor
+        .notify("tandem/cancel", json!({"sessionId": session}))
+        .await;
+    let (response, at) = editor.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    let withdrawn = position(&editor, |m| {
+        m["method"] == "$/cancelRequest" && m["params"]["id"] == asked["id"]
+    })
+    .unwrap_or_else(|| panic!("no $/cancelRequest for {}", asked["id"]));
+    assert!(withdrawn < at, "withdrawn before the prompt is answered");
+    assert_eq!(server.requests().len(), 1, "no model call after the cancel");
+
+    // The session is usable afterwards, and the withdrawn question does not
+    // linger: a late answer to it is ignored.
+    editor
+        .send(&json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"answers": {"db": "late"}}}))
+        .await;
+    server.push(openai::text(["fresh"]));
+    let (next, _) = editor.prompt(&session, "again").await;
+    assert_eq!(next["result"]["stopReason"], "end_turn", "{next}");
+}
