@@ -1101,6 +1101,8 @@ async fn cancel_while_a_question_is_pending_withdraws_it_and_ends_the_turn_cance
     .unwrap_or_else(|| panic!("no $/cancelRequest for {}", asked["id"]));
     assert!(withdrawn < at, "withdrawn before the prompt is answered");
     assert_eq!(server.requests().len(), 1, "no model call after the cancel");
+    let results = logged(&editor, &session, "tool_result");
+    assert_eq!(results[0]["status"], "aborted", "{results:?}");
 
     // The session is usable afterwards, and the withdrawn question does not
     // linger: a late answer to it is ignored.
