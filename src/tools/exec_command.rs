@@ -4,10 +4,12 @@
 //! Approval (review mode asks first) happens in the driver before `run`;
 //! this tool only confines the working directory and runs.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 
 use super::exec::{run_command, CommandEnd, CommandSpec, DEFAULT_TIMEOUT};
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
@@ -96,20 +98,52 @@ impl Tool for ExecCommand {
             .map(Duration::from_millis)
             .unwrap_or(DEFAULT_TIMEOUT)
             .min(MAX_TIMEOUT);
+        // The runner gets a task of its own. The driver drops this future
+        // as soon as the turn is cancelled; dropped mid-run, the runner
+        // would leave the killed shell to tokio's best-effort orphan
+        // reaping, which can miss it and leave a zombie. In its own task it
+        // sees the cancel, kills the group and reaps the shell itself.
+        let cancel = ctx.cancel.child_token();
+        let stream_open = Arc::new(Mutex::new(true));
+        let _stop = StopOnDrop {
+            cancel: cancel.clone(),
+            stream_open: stream_open.clone(),
+        };
         let emit = ctx.emit.clone();
         let mut stream = StreamBudget::new(MAX_STREAMED_BYTES);
-        let outcome = run_command(spec, ctx.cancel.clone(), move |piece| {
-            if let Some(piece) = stream.take(piece) {
-                emit(ToolEvent::Output(piece))
+        let runner = tokio::spawn(run_command(spec, cancel, move |piece| {
+            // Held while emitting, so no output is recorded after the call
+            // has been given up on (and so, maybe, after its result).
+            let open = stream_open.lock().unwrap_or_else(|e| e.into_inner());
+            if *open {
+                if let Some(piece) = stream.take(piece) {
+                    emit(ToolEvent::Output(piece))
+                }
             }
-        })
-        .await
-        .map_err(|e| ToolError::new(e.to_string()))?;
+        }));
+        let outcome = runner
+            .await
+            .map_err(|e| ToolError::new(format!("the command runner failed: {e}")))?
+            .map_err(|e| ToolError::new(e.to_string()))?;
         match outcome.end {
             // The driver reports a cancelled call as aborted; say the same.
             CommandEnd::Cancelled => Err(ToolError::new(outcome.to_model_text())),
             _ => Ok(outcome.to_model_text()),
         }
+    }
+}
+
+/// Stops a call's runner when the call is given up on: closes its output
+/// stream and cancels it (a no-op once the runner has finished).
+struct StopOnDrop {
+    cancel: CancellationToken,
+    stream_open: Arc<Mutex<bool>>,
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        *self.stream_open.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.cancel.cancel();
     }
 }
 

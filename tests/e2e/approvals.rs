@@ -451,6 +451,44 @@ async fn exec_command_children_do_not_see_secret_environment_variables() {
 }
 
 // ---------------------------------------------------------------------------
+// Cancelling a running command
+
+#[tokio::test]
+async fn cancel_during_a_running_command_kills_it_and_ends_the_turn_cancelled() {
+    let server = ModelServer::start().await;
+    server.push(exec_call(
+        "call_1",
+        json!({"cmd": "echo $$; exec sleep 30", "timeout_ms": 60000}),
+    ));
+    let root = tempfile::tempdir().unwrap();
+    let (mut editor, session) = auto_session(&server, root.path()).await;
+
+    let id = editor
+        .start_request("tandem/prompt", start_prompt_params(&session, "sleep"))
+        .await;
+    let pid = streamed_pid(&mut editor, "call_1").await;
+    assert!(process_exists(pid), "the command is running");
+    let cancelled_at = Instant::now();
+    editor
+        .notify("tandem/cancel", json!({"sessionId": session}))
+        .await;
+    let (response, _) = editor.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    assert!(
+        cancelled_at.elapsed() < Duration::from_secs(5),
+        "cancel took {:?}",
+        cancelled_at.elapsed()
+    );
+    wait_until_gone(pid).await;
+
+    let results = logged(&editor, &session, "tool_result");
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0]["call_id"], "call_1");
+    assert_eq!(results[0]["status"], "aborted", "{results:?}");
+    assert_eq!(server.requests().len(), 1, "no model call after the cancel");
+}
+
+// ---------------------------------------------------------------------------
 // Review mode: permission prompts
 
 /// Answers every `tandem/requestPermission` with `option_id`.
