@@ -4,16 +4,24 @@
 //! Approval (review mode asks first) happens in the driver before `run`;
 //! this tool only confines the working directory and runs.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 
 use super::exec::{run_command, CommandEnd, CommandSpec, DEFAULT_TIMEOUT};
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 
 /// Longest timeout a call may ask for.
 const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Most output of one call streamed to the editor. Every streamed piece is
+/// a session event (a log line and a `tandem/update`), so without a bound
+/// `yes` would grow the log and the editor's queue by megabytes a second
+/// until its timeout. The model's result keeps head and tail either way.
+const MAX_STREAMED_BYTES: usize = 1 << 20;
 
 pub struct ExecCommand;
 
@@ -90,16 +98,117 @@ impl Tool for ExecCommand {
             .map(Duration::from_millis)
             .unwrap_or(DEFAULT_TIMEOUT)
             .min(MAX_TIMEOUT);
+        // The runner gets a task of its own. The driver drops this future
+        // as soon as the turn is cancelled; dropped mid-run, the runner
+        // would leave the killed shell to tokio's best-effort orphan
+        // reaping, which can miss it and leave a zombie. In its own task it
+        // sees the cancel, kills the group and reaps the shell itself.
+        let cancel = ctx.cancel.child_token();
+        let stream_open = Arc::new(Mutex::new(true));
+        let _stop = StopOnDrop {
+            cancel: cancel.clone(),
+            stream_open: stream_open.clone(),
+        };
         let emit = ctx.emit.clone();
-        let outcome = run_command(spec, ctx.cancel.clone(), move |piece| {
-            emit(ToolEvent::Output(piece.to_string()))
-        })
-        .await
-        .map_err(|e| ToolError::new(e.to_string()))?;
+        let mut stream = StreamBudget::new(MAX_STREAMED_BYTES);
+        let runner = tokio::spawn(run_command(spec, cancel, move |piece| {
+            // Held while emitting, so no output is recorded after the call
+            // has been given up on (and so, maybe, after its result).
+            let open = stream_open.lock().unwrap_or_else(|e| e.into_inner());
+            if *open {
+                if let Some(piece) = stream.take(piece) {
+                    emit(ToolEvent::Output(piece))
+                }
+            }
+        }));
+        let outcome = runner
+            .await
+            .map_err(|e| ToolError::new(format!("the command runner failed: {e}")))?
+            .map_err(|e| ToolError::new(e.to_string()))?;
         match outcome.end {
             // The driver reports a cancelled call as aborted; say the same.
             CommandEnd::Cancelled => Err(ToolError::new(outcome.to_model_text())),
             _ => Ok(outcome.to_model_text()),
         }
+    }
+}
+
+/// Stops a call's runner when the call is given up on: closes its output
+/// stream and cancels it (a no-op once the runner has finished).
+struct StopOnDrop {
+    cancel: CancellationToken,
+    stream_open: Arc<Mutex<bool>>,
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        *self.stream_open.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.cancel.cancel();
+    }
+}
+
+/// What is left of a call's streaming allowance.
+struct StreamBudget {
+    left: usize,
+    max: usize,
+    stopped: bool,
+}
+
+impl StreamBudget {
+    fn new(max: usize) -> Self {
+        StreamBudget {
+            left: max,
+            max,
+            stopped: false,
+        }
+    }
+
+    /// The part of `piece` to stream: all of it while the budget lasts,
+    /// then, once output goes past it, a cut with a note, then nothing.
+    fn take(&mut self, piece: &str) -> Option<String> {
+        if self.stopped {
+            return None;
+        }
+        if piece.len() <= self.left {
+            self.left -= piece.len();
+            return Some(piece.to_string());
+        }
+        let mut cut = self.left;
+        while !piece.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.left = 0;
+        self.stopped = true;
+        Some(format!(
+            "{}\n[... streaming stopped after {} KiB; the command goes on, and its result keeps the head and tail of the output ...]\n",
+            &piece[..cut],
+            self.max / 1024
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streaming_stops_at_the_budget_with_one_note_and_a_char_boundary_cut() {
+        let mut budget = StreamBudget::new(10);
+        assert_eq!(budget.take("12345").as_deref(), Some("12345"));
+        let cut = budget.take("abcd😀xyz").unwrap();
+        assert!(
+            cut.starts_with("abcd\n[... streaming stopped after"),
+            "{cut}"
+        );
+        assert_eq!(budget.take("more"), None);
+    }
+
+    #[test]
+    fn output_that_ends_exactly_at_the_budget_gets_no_note_until_more_comes() {
+        let mut budget = StreamBudget::new(4);
+        assert_eq!(budget.take("abcd").as_deref(), Some("abcd"));
+        let note = budget.take("e").unwrap();
+        assert!(note.starts_with("\n[... streaming stopped after"), "{note}");
+        assert_eq!(budget.take("f"), None);
     }
 }

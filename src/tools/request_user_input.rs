@@ -109,6 +109,17 @@ impl Tool for RequestUserInput {
         };
         match ctx.bridge.request_user_input(request, &ctx.cancel).await {
             BridgeOutcome::Answered(answers) => Ok(format!("The user answered: {answers}")),
+            BridgeOutcome::Cancelled if ctx.cancel.is_cancelled() => {
+                // The turn was cancelled, so the driver records this call
+                // as aborted, not failed. Its cancel branch is ready by
+                // now; yielding once lets it end the call instead of racing
+                // it with this error (which a caller that does not race
+                // still gets, a moment later).
+                tokio::task::yield_now().await;
+                Err(ToolError::new(
+                    "aborted: the turn was cancelled while the question was open",
+                ))
+            }
             BridgeOutcome::Cancelled => Err(ToolError::new(
                 "the user did not answer (the question was cancelled)",
             )),

@@ -5,6 +5,7 @@ mod support;
 
 mod agent_loop;
 mod apply_patch;
+mod approvals;
 mod compaction;
 mod loop_inprocess;
 mod loop_wire;

@@ -438,7 +438,11 @@ async fn allow_always_survives_a_reload() {
     let server = ModelServer::start().await;
     let root = tempfile::tempdir().unwrap();
     std::fs::write(root.path().join("visible.txt"), "x").unwrap();
-    server.push(openai::tool_calls(&[("call_1", "exec_command", r#"{"cmd":"ls"}"#)]));
+    server.push(openai::tool_calls(&[(
+        "call_1",
+        "exec_command",
+        r#"{"cmd":"ls"}"#,
+    )]));
     server.push(openai::text(["listed"]));
     let caps = json!({"capabilities": {"experimental": {"tandem": {"requestPermission": true}}}});
     let mut config = config_for(&server);
@@ -460,7 +464,11 @@ async fn allow_always_survives_a_reload() {
     let home = editor.home.clone();
     editor.shutdown_and_exit().await;
 
-    server.push(openai::tool_calls(&[("call_2", "exec_command", r#"{"cmd":"ls -a"}"#)]));
+    server.push(openai::tool_calls(&[(
+        "call_2",
+        "exec_command",
+        r#"{"cmd":"ls -a"}"#,
+    )]));
     server.push(openai::text(["listed again"]));
     let mut editor = Editor::spawn_with(EditorOptions {
         home: Some(home),
@@ -482,5 +490,8 @@ async fn allow_always_survives_a_reload() {
         .unwrap()
         .clone();
     assert_eq!(tool["tool_call_id"], "call_2");
-    assert!(tool["content"].as_str().unwrap().contains("visible.txt"), "{tool}");
+    assert!(
+        tool["content"].as_str().unwrap().contains("visible.txt"),
+        "{tool}"
+    );
 }

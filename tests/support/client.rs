@@ -35,6 +35,8 @@ pub struct Editor {
     next_id: i64,
     pub home: std::sync::Arc<tempfile::TempDir>,
     handler: Option<RequestHandler>,
+    /// Methods whose requests from the daemon are left unanswered.
+    held: Vec<String>,
 }
 
 /// The path of the built binary under test.
@@ -148,6 +150,7 @@ impl Editor {
             next_id: 1,
             home,
             handler: None,
+            held: Vec::new(),
         }
     }
 
@@ -157,6 +160,12 @@ impl Editor {
         handler: impl FnMut(&str, &Value) -> Option<Value> + Send + 'static,
     ) {
         self.handler = Some(Box::new(handler));
+    }
+
+    /// Leaves the daemon's requests of `method` unanswered, as a user who
+    /// has not decided yet would (they are still recorded in `received`).
+    pub fn hold_requests(&mut self, method: &str) {
+        self.held.push(method.to_string());
     }
 
     pub fn stderr(&self) -> String {
@@ -205,6 +214,9 @@ impl Editor {
         self.received.push(message.clone());
         if message.get("method").is_some() && message.get("id").is_some() {
             let method = message["method"].as_str().unwrap_or_default().to_string();
+            if self.held.contains(&method) {
+                return message;
+            }
             let reply = match self
                 .handler
                 .as_mut()

@@ -94,6 +94,14 @@ impl Outgoing {
             .insert(id.clone(), tx);
         self.out
             .send_json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        // Withdraws the request if this future ends without an answer: on
+        // `cancel` below, and also when the caller stops polling it (the
+        // driver drops a running tool's future when its turn is cancelled,
+        // and may do so before this select ever sees `cancel`).
+        let _withdraw = WithdrawOnDrop {
+            outgoing: self,
+            id: &id,
+        };
         tokio::select! {
             reply = rx => match reply {
                 Ok(Ok(result)) => BridgeOutcome::Answered(result),
@@ -110,11 +118,23 @@ impl Outgoing {
                 }
                 Err(_) => BridgeOutcome::Unavailable("the editor connection closed".to_string()),
             },
-            _ = cancel.cancelled() => {
-                self.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-                self.out.send_json(&json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}));
-                BridgeOutcome::Cancelled
-            }
+            _ = cancel.cancelled() => BridgeOutcome::Cancelled,
+        }
+    }
+
+    /// Withdraws request `id` with `$/cancelRequest` if it is still
+    /// pending: not when it was answered, nor when the connection closed.
+    fn withdraw(&self, id: &str) {
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id)
+            .is_some();
+        if pending {
+            self.out.send_json(
+                &json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}),
+            );
         }
     }
 
@@ -124,6 +144,18 @@ impl Outgoing {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
+    }
+}
+
+/// Withdraws a request that is still pending when its waiter goes away.
+struct WithdrawOnDrop<'a> {
+    outgoing: &'a Outgoing,
+    id: &'a str,
+}
+
+impl Drop for WithdrawOnDrop<'_> {
+    fn drop(&mut self) {
+        self.outgoing.withdraw(self.id);
     }
 }
 
