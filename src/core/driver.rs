@@ -777,12 +777,11 @@ impl Turn<'_> {
         let mode = self.session.mode();
         let abilities = self.env.bridge.abilities();
         for call in calls {
-            let tool = self
-                .env
-                .tools
-                .get(&call.name)
+            let known = self.env.tools.get(&call.name);
+            let tool = known
                 .filter(|t| ToolRegistry::is_offered(t.as_ref(), mode, abilities))
                 .cloned();
+            let withheld = known.is_some() && tool.is_none();
             let parsed: Result<Value, String> =
                 serde_json::from_str(&call.arguments).map_err(|e| e.to_string());
             let (title, kind) = match (&tool, &parsed) {
@@ -804,6 +803,7 @@ impl Turn<'_> {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 tool,
+                withheld,
                 args: parsed,
             });
         }
@@ -1035,6 +1035,8 @@ struct PreparedCall {
     call_id: String,
     name: String,
     tool: Option<Arc<dyn Tool>>,
+    /// The tool exists but the mode or the client does not allow it.
+    withheld: bool,
     args: Result<Value, String>,
 }
 
@@ -1263,10 +1265,16 @@ async fn execute_call(
         );
     }
     let Some(tool) = &call.tool else {
-        return (
-            ToolStatus::Failed,
-            format!("unknown tool `{}`; available tools: {available}", call.name),
-        );
+        let why = if call.withheld {
+            format!(
+                "`{}` is not available in this session's mode ({}); available tools: {available}",
+                call.name,
+                mode_name(ctx.mode)
+            )
+        } else {
+            format!("unknown tool `{}`; available tools: {available}", call.name)
+        };
+        return (ToolStatus::Failed, why);
     };
     let args = match &call.args {
         Ok(args) => args.clone(),
@@ -1290,25 +1298,42 @@ async fn execute_call(
     let run = std::panic::AssertUnwindSafe(tool.run(args, &ctx));
     let limit = tool.timeout().unwrap_or(Duration::MAX);
     let run = tokio::time::timeout(limit, futures::FutureExt::catch_unwind(run));
-    tokio::select! {
-        result = run => match result {
-            Err(_) => (
-                ToolStatus::Aborted,
-                format!("the call was stopped after {limit:.0?}, the time limit of {}", tool.name()),
-            ),
-            Ok(result) => match result {
-            Ok(Ok(output)) => (ToolStatus::Completed, cap_output(output)),
-            Ok(Err(e)) => (ToolStatus::Failed, cap_output(e.0)),
-            Err(_) => {
-                tracing::error!(tool = tool.name(), "tool panicked");
-                (ToolStatus::Failed, format!("internal error: the {} tool crashed; this is a bug in tandem", tool.name()))
-            }
-            },
-        },
-        _ = cancel.cancelled() => (
+    let aborted = || {
+        (
             ToolStatus::Aborted,
             "the call was running and was stopped because the turn was cancelled".to_string(),
+        )
+    };
+    // Cancellation wins over a result that races it: a tool that gave up
+    // because it saw the cancel was aborted, not failed.
+    let result = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return aborted(),
+        result = run => result,
+    };
+    if cancel.is_cancelled() {
+        return aborted();
+    }
+    match result {
+        Err(_) => (
+            ToolStatus::Aborted,
+            format!(
+                "the call was stopped after {limit:.0?}, the time limit of {}",
+                tool.name()
+            ),
         ),
+        Ok(Ok(Ok(output))) => (ToolStatus::Completed, cap_output(output)),
+        Ok(Ok(Err(e))) => (ToolStatus::Failed, cap_output(e.0)),
+        Ok(Err(_)) => {
+            tracing::error!(tool = tool.name(), "tool panicked");
+            (
+                ToolStatus::Failed,
+                format!(
+                    "internal error: the {} tool crashed; this is a bug in tandem",
+                    tool.name()
+                ),
+            )
+        }
     }
 }
 
@@ -1327,6 +1352,14 @@ fn cap_output(mut output: String) -> String {
         output.push_str(&format!("\n[... output truncated: {dropped} more bytes]"));
     }
     output
+}
+
+fn mode_name(mode: ApprovalMode) -> &'static str {
+    match mode {
+        ApprovalMode::ReadOnly => "read-only",
+        ApprovalMode::Review => "review",
+        ApprovalMode::Auto => "auto",
+    }
 }
 
 /// `stop` with tool calls means run them; `tool_calls` with none means stop.
