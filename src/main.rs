@@ -22,6 +22,23 @@ struct Cli {
 enum Command {
     /// Serve the Language Server Protocol with tandem's extensions on stdio.
     Lsp,
+    /// Run one task headless: the answer streams to stdout, tool activity
+    /// to stderr; the exit status follows the stop reason (0 done, 1 error,
+    /// 2 other stops, 130 cancelled).
+    Exec {
+        /// What to do.
+        task: String,
+        /// A file to attach (read from disk).
+        #[arg(long)]
+        file: Option<std::path::PathBuf>,
+        /// Only these lines of --file, `L1:L2` (1-based, inclusive).
+        #[arg(long, requires = "file")]
+        range: Option<String>,
+        /// Approval mode: read-only, review (commands and edits are refused:
+        /// there is no editor to ask) or auto.
+        #[arg(long)]
+        mode: Option<String>,
+    },
     /// List the sessions in $TANDEM_HOME/sessions, newest first.
     Sessions,
     /// Print a session's trajectory: turns, steps, tool calls with their
@@ -30,6 +47,39 @@ enum Command {
         /// The session id (see `tandem sessions`).
         session_id: String,
     },
+}
+
+async fn exec(
+    task: String,
+    file: Option<std::path::PathBuf>,
+    range: Option<String>,
+    mode: Option<String>,
+) -> ExitCode {
+    use tandem::frontend::exec;
+    let range = match range.as_deref().map(exec::parse_range).transpose() {
+        Ok(range) => range,
+        Err(e) => {
+            eprintln!("tandem: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(mode) = &mode {
+        if !["read-only", "review", "auto"].contains(&mode.as_str()) {
+            eprintln!("tandem: --mode `{mode}` is not one of read-only, review, auto");
+            return ExitCode::from(2);
+        }
+    }
+    let workspace = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
+    let code = exec::run(exec::ExecTask {
+        task,
+        file,
+        range,
+        mode,
+        home: tandem_home(),
+        workspace,
+    })
+    .await;
+    ExitCode::from(code)
 }
 
 fn list_sessions() -> ExitCode {
@@ -165,6 +215,12 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match cli.command {
             Some(Command::Lsp) => serve_lsp(tokio::io::stdin()).await,
+            Some(Command::Exec {
+                task,
+                file,
+                range,
+                mode,
+            }) => exec(task, file, range, mode).await,
             Some(Command::Sessions) => list_sessions(),
             Some(Command::Replay { session_id }) => replay(&session_id),
             None => autodetect().await,

@@ -2,5 +2,6 @@
 //! agent logic: everything a frontend shows is a projection of session
 //! events, everything it asks for is a call on the core's `Daemon`.
 
+pub mod exec;
 pub mod lsp;
 pub mod updates;

@@ -7,6 +7,7 @@ mod agent_loop;
 mod apply_patch;
 mod approvals;
 mod compaction;
+mod exec_cli;
 mod loop_inprocess;
 mod loop_wire;
 mod lsp_wire;
