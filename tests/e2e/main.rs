@@ -13,4 +13,5 @@ mod loop_wire;
 mod lsp_wire;
 mod provider_anthropic;
 mod provider_openai;
+mod real_model;
 mod sessions;
