@@ -101,7 +101,10 @@ impl Daemon {
     /// Adds a tool to sessions created from now on (embedders, benchmarks
     /// and in-process tests; replaces a built-in tool of the same name).
     pub fn register_tool(&self, tool: Arc<dyn Tool>) {
-        self.extra_tools.lock().unwrap_or_else(|e| e.into_inner()).push(tool);
+        self.extra_tools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(tool);
     }
 
     pub fn buffers(&self) -> &Arc<BufferCache> {
@@ -201,7 +204,12 @@ impl Daemon {
                 .cloned(),
         );
         let mut tools = ToolRegistry::for_session();
-        for tool in self.extra_tools.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for tool in self
+            .extra_tools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
             tools.register(tool.clone());
         }
         let env = SessionEnv {
