@@ -60,6 +60,10 @@ pub enum SseStep {
     Event { event: Option<String>, data: String },
     /// Wait before the next step.
     Delay(Duration),
+    /// Wait until this long after the response head was written: steps
+    /// at `i * period` stream at a steady rate, however long each write
+    /// took (benchmarks).
+    Until(Duration),
     /// Stop writing but keep the connection open until the client leaves.
     Stall,
     /// Close the socket without the terminating chunk: for the client, a
@@ -133,6 +137,9 @@ pub struct RecordedRequest {
     /// When the whole request had been read: lets a test check how long a
     /// client waited before retrying.
     pub received_at: Instant,
+    /// When the request's first bytes were read: for benchmarks, the moment
+    /// the client's request reached the server.
+    pub arrived: Instant,
 }
 
 impl RecordedRequest {
@@ -243,7 +250,7 @@ impl ModelServer {
         .await;
     }
 
-    /// When each SSE event was written (and flushed) to a socket, across all
+    /// When each SSE event was about to be written to a socket, across all
     /// replies, in order.
     pub fn chunk_write_times(&self) -> Vec<Instant> {
         lock(&self.state.chunk_write_times).clone()
@@ -346,6 +353,7 @@ fn error_reply(status: u16, message: &str) -> Reply {
 async fn read_request(socket: &mut TcpStream) -> Option<RecordedRequest> {
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 8192];
+    let mut arrived = None;
     let head_end = loop {
         if let Some(pos) = find(&buffer, b"\r\n\r\n") {
             break pos;
@@ -354,6 +362,7 @@ async fn read_request(socket: &mut TcpStream) -> Option<RecordedRequest> {
         if n == 0 {
             return None;
         }
+        arrived.get_or_insert_with(Instant::now);
         buffer.extend_from_slice(&chunk[..n]);
     };
     let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
@@ -386,6 +395,7 @@ async fn read_request(socket: &mut TcpStream) -> Option<RecordedRequest> {
         body: serde_json::from_str(&raw_body).unwrap_or(Value::Null),
         raw_body,
         received_at: Instant::now(),
+        arrived: arrived.unwrap_or_else(Instant::now),
     })
 }
 
@@ -430,19 +440,23 @@ async fn play_sse(socket: &mut TcpStream, steps: &[SseStep], state: &State) {
     if socket.write_all(head.as_bytes()).await.is_err() {
         return;
     }
+    let started = tokio::time::Instant::now();
     for step in steps {
         match step {
             SseStep::Event { .. } => {
                 let payload = step.to_wire().unwrap_or_default();
                 let chunk = format!("{:x}\r\n{payload}\r\n", payload.len());
+                // Stamped before the write: a thread preempted after it
+                // would otherwise stamp the chunk after its reader saw it.
+                lock(&state.chunk_write_times).push(Instant::now());
                 if socket.write_all(chunk.as_bytes()).await.is_err()
                     || socket.flush().await.is_err()
                 {
                     return;
                 }
-                lock(&state.chunk_write_times).push(Instant::now());
             }
             SseStep::Delay(duration) => tokio::time::sleep(*duration).await,
+            SseStep::Until(offset) => tokio::time::sleep_until(started + *offset).await,
             SseStep::Stall => return wait_for_hangup(socket, state).await,
             // Returning drops the socket: no terminating chunk is sent.
             SseStep::Drop => return,
