@@ -66,6 +66,8 @@ fn header(id: &str) -> LogHeader {
         created: now_rfc3339(),
         title: Some("bench".into()),
         workspace: vec![PathBuf::from("/work/project")],
+        workspace_folder: None,
+        config: None,
     }
 }
 
@@ -173,6 +175,7 @@ fn realistic_events() -> Vec<Event> {
                 call: usage,
                 turn: usage,
                 session: usage,
+                cost: None,
             });
             if !last {
                 events.push(Event::ToolCall {
@@ -207,6 +210,7 @@ fn realistic_events() -> Vec<Event> {
             stop_reason: StopReason::EndTurn,
             message: None,
             usage: Usage::default(),
+            cost_usd: None,
         });
     }
     events.truncate(EVENTS);
