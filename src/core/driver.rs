@@ -807,6 +807,9 @@ impl Turn<'_> {
                 args: parsed,
             });
         }
+        // The calls are on disk before any of them runs: after a crash,
+        // a call without a result is known to have maybe started.
+        self.session.log.sync();
         let mut ctx = ToolContext::new(
             self.env.workspace.clone(),
             self.env.buffers.clone(),
@@ -869,6 +872,8 @@ impl Turn<'_> {
                     output,
                 });
             }
+            // One fsync for the batch's results, before the model sees them.
+            self.session.log.sync();
         }
     }
 
@@ -894,6 +899,7 @@ impl Turn<'_> {
                 ),
             });
         }
+        self.session.log.sync();
     }
 
     /// Tier-2 compaction: when the request would fill more than

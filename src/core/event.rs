@@ -386,16 +386,22 @@ impl Event {
         }
     }
 
-    /// Whether the event must be on disk before the daemon acts on it or
-    /// acknowledges it (user input, tool results, turn boundaries). Chunks
-    /// and usage updates are buffered.
+    /// Whether appending the event fsyncs the log: what the user was told
+    /// is accepted (queued input, approvals, mode changes) and turn ends.
+    /// Tool calls and results are synced by the driver once per batch
+    /// ([`crate::core::log::SessionLog::sync`]) — before the calls run and
+    /// before their results go to the model — so a step costs one fsync,
+    /// not one per call. Everything else reaches the OS but is not synced.
     pub fn is_durable_boundary(&self) -> bool {
-        !matches!(
+        matches!(
             self,
-            Event::AssistantChunk { .. }
-                | Event::ThoughtChunk { .. }
-                | Event::UsageUpdate { .. }
-                | Event::ToolOutput { .. }
+            Event::InputQueued { .. }
+                | Event::InputDiscarded { .. }
+                | Event::UserMessage { .. }
+                | Event::ApprovalDecided { .. }
+                | Event::ModeChanged { .. }
+                | Event::Compacted { .. }
+                | Event::TurnEnd { .. }
         )
     }
 }

@@ -92,6 +92,7 @@ pub fn recover_interrupted(log: &SessionLog, events: &[LoggedEvent]) -> Vec<Logg
             }));
         }
     }
+    log.sync();
     if !appended.is_empty() {
         tracing::warn!(
             session = log.session_id(),

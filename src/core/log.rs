@@ -287,6 +287,18 @@ impl SessionLog {
         logged
     }
 
+    /// Makes everything appended so far durable (fsync, unless the log was
+    /// opened with [`Durability::Flush`]).
+    pub fn sync(&self) {
+        if self.durability == Durability::Flush {
+            return;
+        }
+        let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = writer.file.get_ref().sync_data() {
+            tracing::error!(session = %self.session_id, "session log fsync failed: {e}");
+        }
+    }
+
     /// Flushes buffered chunks to the file and fsyncs it.
     pub fn flush(&self) {
         let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());

@@ -305,7 +305,21 @@ impl Projection {
         });
     }
 
+    /// Whether every tool-call id is valid and unique (borrowing only).
+    fn call_ids_ok(&self) -> bool {
+        let mut seen = std::collections::HashSet::new();
+        self.messages.iter().all(|m| match m {
+            ModelMessage::Assistant { tool_calls, .. } => tool_calls
+                .iter()
+                .all(|c| valid_call_id(&c.id) && seen.insert(c.id.as_str())),
+            _ => true,
+        })
+    }
+
     fn fix_call_ids(&mut self, repairs: &mut Vec<Repair>) {
+        if self.call_ids_ok() {
+            return;
+        }
         let mut seen = std::collections::HashSet::new();
         let mut renamed = 0;
         let mut next = 0usize;

@@ -136,6 +136,44 @@ fn normalize_params(message: &mut Value) -> bool {
     changed
 }
 
+/// Where frames go.
+pub enum Stdout<W> {
+    /// The process's stdout, written by a thread of its own: a frame is
+    /// written the moment it is queued, with no hand-off to tokio's
+    /// blocking pool per write (which costs a thread wake-up per frame).
+    Process,
+    /// Any async writer (tests, embedding).
+    Writer(W),
+}
+
+fn write_frames_blocking(mut rx: mpsc::UnboundedReceiver<Outbound>) {
+    use std::io::Write;
+    let stdout = std::io::stdout();
+    let mut stdout = stdout.lock();
+    while let Some(item) = rx.blocking_recv() {
+        match item {
+            Outbound::Frame(body) => {
+                if let Err(e) = stdout.write_all(&encode(&body)) {
+                    tracing::error!("cannot write to stdout: {e}");
+                    return;
+                }
+                if rx.is_empty() {
+                    if let Err(e) = stdout.flush() {
+                        tracing::error!("cannot flush stdout: {e}");
+                        return;
+                    }
+                }
+            }
+            Outbound::Close(done) => {
+                let _ = stdout.flush();
+                let _ = done.send(());
+                return;
+            }
+        }
+    }
+    let _ = stdout.flush();
+}
+
 /// How the LSP session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LspEnd {
@@ -146,14 +184,29 @@ pub enum LspEnd {
 }
 
 /// Serves LSP on the given streams until `exit` or EOF.
-pub async fn serve<R, W>(stdin: R, stdout: W, home: PathBuf, durability: Durability) -> LspEnd
+pub async fn serve<R, W>(
+    stdin: R,
+    stdout: Stdout<W>,
+    home: PathBuf,
+    durability: Durability,
+) -> LspEnd
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (tx, rx) = mpsc::unbounded_channel();
     let out = OutboundQueue(tx.clone());
-    let writer = tokio::spawn(write_frames(stdout, rx));
+    let writer = match stdout {
+        Stdout::Process => {
+            std::thread::Builder::new()
+                .name("tandem-stdout".to_string())
+                .spawn(move || write_frames_blocking(rx))
+                .map_err(|e| tracing::error!("cannot start the stdout writer: {e}"))
+                .ok();
+            None
+        }
+        Stdout::Writer(stdout) => Some(tokio::spawn(write_frames(stdout, rx))),
+    };
 
     let outgoing = Outgoing::new(out.clone());
     let progress = Progress::new(out.clone(), outgoing.clone());
@@ -247,6 +300,8 @@ where
     let (done_tx, done_rx) = oneshot::channel();
     let _ = tx.send(Outbound::Close(done_tx));
     let _ = done_rx.await;
-    let _ = writer.await;
+    if let Some(writer) = writer {
+        let _ = writer.await;
+    }
     end
 }
