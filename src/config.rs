@@ -55,7 +55,8 @@ pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:11434/v1";
 pub struct LimitsConfig {
     /// Model calls per turn.
     pub max_iterations: u32,
-    /// Whole-turn token budget (input + output + cached); 0 = none.
+    /// Whole-turn token budget: input (cached tokens included) + output;
+    /// 0 = none.
     pub max_tokens: u64,
     pub idle_timeout_secs: f64,
     pub activity_timeout_secs: f64,
@@ -145,12 +146,23 @@ pub struct ApprovalConfig {
     pub mode: ApprovalMode,
 }
 
+/// Settings of the tools.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    /// Environment variables `exec_command` children keep although their
+    /// names look secret (contain KEY, SECRET, TOKEN, PASSWORD or
+    /// CREDENTIAL); matched exactly.
+    pub exec_env_allow: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub model: ModelConfig,
     pub limits: LimitsConfig,
     pub approval: ApprovalConfig,
+    pub tools: ToolsConfig,
     /// Prices per model name (USD per million tokens), over the built-in
     /// table of known models.
     pub pricing: std::collections::BTreeMap<String, crate::core::pricing::Price>,

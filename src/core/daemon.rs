@@ -73,6 +73,7 @@ pub struct Daemon {
     shutdown: CancellationToken,
     admission: Mutex<Vec<Arc<dyn AdmissionHook>>>,
     extra_tools: Mutex<Vec<Arc<dyn Tool>>>,
+    loading: Mutex<()>,
 }
 
 impl Daemon {
@@ -90,6 +91,7 @@ impl Daemon {
             shutdown: CancellationToken::new(),
             admission: Mutex::new(Vec::new()),
             extra_tools: Mutex::new(Vec::new()),
+            loading: Mutex::new(()),
         })
     }
 
@@ -185,11 +187,14 @@ impl Daemon {
     /// it) before returning. A session this daemon already runs is only
     /// replayed.
     pub fn load_session(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
+        // One load at a time: two concurrent loads of one session must not
+        // both try to open (and lock) its log.
+        let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
         if let Ok(session) = self.session(id) {
             let (_, events) =
                 read_log(session.log.path()).map_err(|e| DaemonError::Storage(e.to_string()))?;
             for event in &events {
-                self.sink.on_event(id, event);
+                self.sink.on_replay(id, event);
             }
             return Ok(session);
         }
@@ -207,11 +212,16 @@ impl Daemon {
                 .map_err(|e| DaemonError::Storage(e.to_string()))?;
         events.extend(recover_interrupted(&log, &events));
         let log = log.with_sink(self.sink.clone());
-        let (workspace, roots) = self.workspace_for(header.workspace_folder.clone());
-        let roots = if roots.is_empty() {
-            header.workspace.clone()
-        } else {
-            roots
+        // The session's own folder; else the editor's folders now; else the
+        // folders it was created in (a headless load, an editor without
+        // folders).
+        let (workspace, roots) = match self.workspace_for(header.workspace_folder.clone()) {
+            (_, roots) if roots.is_empty() => {
+                let ws = Arc::new(Workspace::new(header.workspace.clone()));
+                let roots = ws.roots();
+                (ws, roots)
+            }
+            found => found,
         };
         let config = self.session_config(&roots, header.config.as_ref())?;
         let session = Arc::new(Session::new(
@@ -227,7 +237,7 @@ impl Daemon {
         let projection =
             Projection::from_events(system_prompt(&roots), events.iter().map(|e| &e.event));
         for event in &events {
-            self.sink.on_event(id, event);
+            self.sink.on_replay(id, event);
         }
         self.start(session.clone(), workspace, projection);
         Ok(session)

@@ -2,7 +2,8 @@
 //!
 //! A step is one provider call plus the tools it asks for; a turn is steps
 //! until the model stops asking for tools. Before every step the budget
-//! gates run (shutdown, cancellation, iterations, token budget); every
+//! gates run (shutdown, cancellation, iterations, idle progress, activity,
+//! token budget); every
 //! provider call streams with adaptive timeouts and is retried per the typed
 //! recovery policy; tool calls of one response run in a bounded pool, with
 //! exclusive tools as barriers, and their results are recorded in model
@@ -816,6 +817,7 @@ impl Turn<'_> {
             self.cancel.clone(),
         );
         ctx.session_id = self.session.id.clone();
+        ctx.env_allow = self.session.config.tools.exec_env_allow.clone();
         ctx.mode = self.session.mode();
         ctx.bridge = self.env.bridge.clone();
         let available = self.available_tools();
@@ -930,6 +932,7 @@ impl Turn<'_> {
         };
         tracing::info!(removed = plan.to - plan.from, "compacting: {why}");
         let transcript = self.projection.transcript(plan);
+        let before = self.usage;
         let (summary, error) = match self.summarize(transcript).await {
             Ok(summary) => (Some(summary), None),
             Err(e) => {
@@ -943,6 +946,11 @@ impl Turn<'_> {
             removed: plan.to - plan.from,
             keep_last: plan.keep_last,
             error,
+            usage: Usage {
+                input_tokens: self.usage.input_tokens - before.input_tokens,
+                output_tokens: self.usage.output_tokens - before.output_tokens,
+                cached_tokens: self.usage.cached_tokens - before.cached_tokens,
+            },
         });
     }
 

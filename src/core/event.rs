@@ -254,6 +254,10 @@ pub enum Event {
         /// Why there is no summary, when there is none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// Tokens the summarization call used (counted in turn and session
+        /// usage like any call).
+        #[serde(default)]
+        usage: Usage,
     },
     /// The same tool calls kept repeating; the batch was not run.
     LoopDetected {

@@ -44,7 +44,9 @@ pub fn recover_interrupted(log: &SessionLog, events: &[LoggedEvent]) -> Vec<Logg
             }
             Event::StepStart { step, .. } => open_step = Some(*step),
             Event::StepEnd { .. } => open_step = None,
-            Event::AssistantMessage { usage: u, .. } => usage.add(u),
+            Event::AssistantMessage { usage: u, .. } | Event::Compacted { usage: u, .. } => {
+                usage.add(u)
+            }
             Event::ToolCall {
                 turn_id, call_id, ..
             } => calls.push((turn_id.clone(), call_id.clone())),

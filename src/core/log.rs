@@ -55,6 +55,12 @@ pub struct LoggedEvent {
 /// (queue the work, e.g. onto the frontend's writer channel).
 pub trait EventSink: Send + Sync {
     fn on_event(&self, session_id: &str, event: &LoggedEvent);
+
+    /// An event of a loaded session's history being replayed to the
+    /// client: shown the same way, but nothing is running.
+    fn on_replay(&self, session_id: &str, event: &LoggedEvent) {
+        self.on_event(session_id, event);
+    }
 }
 
 /// A sink that drops everything (headless use, tests).

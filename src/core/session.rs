@@ -268,7 +268,9 @@ impl Session {
                         max_message = max_message.max(n);
                     }
                 }
-                Event::AssistantMessage { usage: u, .. } => usage.add(u),
+                Event::AssistantMessage { usage: u, .. } | Event::Compacted { usage: u, .. } => {
+                    usage.add(u)
+                }
                 Event::ModeChanged { mode } => approvals.mode = *mode,
                 Event::ApprovalDecided {
                     decision,

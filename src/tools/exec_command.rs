@@ -93,6 +93,7 @@ impl Tool for ExecCommand {
             )));
         }
         let mut spec = CommandSpec::new(args.cmd, workdir);
+        spec.env_allow = ctx.env_allow.clone();
         spec.timeout = args
             .timeout_ms
             .map(Duration::from_millis)

@@ -62,6 +62,9 @@ pub struct ToolContext {
     pub bridge: Arc<dyn ClientBridge>,
     /// Where the tool reports progress; each becomes a session event.
     pub emit: Arc<dyn Fn(ToolEvent) + Send + Sync>,
+    /// Secret-looking environment variables commands may still see
+    /// (`[tools] exec_env_allow`).
+    pub env_allow: Vec<String>,
 }
 
 impl ToolContext {
@@ -80,6 +83,7 @@ impl ToolContext {
             mode: ApprovalMode::Auto,
             bridge: Arc::new(NoClient),
             emit: Arc::new(|_| {}),
+            env_allow: Vec::new(),
         }
     }
 }

@@ -450,6 +450,31 @@ async fn exec_command_children_do_not_see_secret_environment_variables() {
     assert!(!result.contains("sk-very-secret"), "{result}");
 }
 
+#[tokio::test]
+async fn a_configured_allow_list_lets_a_secret_looking_variable_through() {
+    let server = ModelServer::start().await;
+    server.push(exec_call("call_1", json!({"cmd": "env"})));
+    server.push(openai::text(["ok"]));
+    let root = tempfile::tempdir().unwrap();
+    let mut editor = Editor::spawn_with(EditorOptions {
+        env: vec![
+            ("FOO_API_KEY".to_string(), "sk-allowed".to_string()),
+            ("BAR_TOKEN".to_string(), "still-hidden".to_string()),
+        ],
+        ..EditorOptions::default()
+    })
+    .await;
+    editor.initialize(root.path()).await;
+    let mut config = config_for(&server, "auto");
+    config["tools"] = json!({"exec_env_allow": ["FOO_API_KEY"]});
+    let session = editor.new_session(config).await;
+    editor.prompt(&session, "env").await;
+    let requests = server.wait_for_requests(2).await;
+    let result = tool_result(&requests[1], "call_1");
+    assert!(result.contains("FOO_API_KEY=sk-allowed"), "{result}");
+    assert!(!result.contains("still-hidden"), "{result}");
+}
+
 // ---------------------------------------------------------------------------
 // Cancelling a running command
 

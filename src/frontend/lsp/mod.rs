@@ -67,8 +67,19 @@ struct LspSink {
 }
 
 impl EventSink for LspSink {
+    fn on_replay(&self, session_id: &str, event: &LoggedEvent) {
+        // History: updates, but no progress for turns long over.
+        self.send_update(session_id, event);
+    }
+
     fn on_event(&self, session_id: &str, event: &LoggedEvent) {
         self.progress.on_event(session_id, &event.event);
+        self.send_update(session_id, event);
+    }
+}
+
+impl LspSink {
+    fn send_update(&self, session_id: &str, event: &LoggedEvent) {
         let Some(params) = update_params(session_id, event) else {
             return;
         };

@@ -3,8 +3,8 @@
 //!
 //! Invariant: handlers only translate — wire params to core calls, core
 //! results and errors to wire results and JSON-RPC errors. Session updates do
-//! not pass through here (see `LspSink`); tower-lsp's `Client` is kept for
-//! requests to the editor, whose answers tower-lsp matches for us.
+//! not pass through here (see `LspSink`), and neither do the daemon's own
+//! requests to the editor (see `outgoing`): tower-lsp's `Client` is unused.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -491,7 +491,18 @@ impl Backend {
 
     async fn list_sessions(&self, params: ListSessionsParams) -> Result<Value> {
         guarded("tandem/listSessions", async move {
-            let folder = params.workspace_folder.as_deref().and_then(folder_path);
+            let folder = match params.workspace_folder.as_deref() {
+                Some(folder) => Some(
+                    folder_path(folder)
+                        .map(|p| p.canonicalize().unwrap_or(p))
+                        .ok_or_else(|| {
+                            Error::invalid_params(format!(
+                                "workspaceFolder: `{folder}` is neither a file:// URI nor an absolute path"
+                            ))
+                        })?,
+                ),
+                None => None,
+            };
             let sessions: Vec<_> = self
                 .daemon
                 .list_sessions()
