@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::support::client::{agent_text, file_uri, update_kinds, Editor};
-use crate::support::model_server::{openai, unused_base_url, ModelServer, RecordedRequest};
+use crate::support::model_server::{openai, unused_base_url, ModelServer};
 
 /// Session config pointing at the scripted server, with fast retries.
 fn config_for(server: &ModelServer) -> Value {
@@ -21,22 +21,6 @@ async fn session_with(server: &ModelServer, root: &Path) -> (Editor, String) {
     editor.initialize(root).await;
     let session = editor.new_session(config_for(server)).await;
     (editor, session)
-}
-
-/// The tool messages of a model request, as (tool_call_id, content).
-fn tool_messages(request: &RecordedRequest) -> Vec<(String, String)> {
-    request.body["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (
-                m["tool_call_id"].as_str().unwrap_or_default().to_string(),
-                m["content"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -178,7 +162,7 @@ async fn read_file_sees_the_unsaved_buffer_after_incremental_changes() {
     let (response, updates) = editor.prompt(&session, "read lib.rs").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let requests = server.wait_for_requests(2).await;
-    let results = tool_messages(&requests[1]);
+    let results = requests[1].tool_messages();
     assert_eq!(results.len(), 1);
     assert_eq!(results[0].0, "call_1");
     let content = &results[0].1;
@@ -230,7 +214,7 @@ async fn results_of_several_calls_return_in_model_order_with_their_ids() {
         assistant["tool_calls"][1]["function"]["arguments"],
         r#"{"pattern":"needle"}"#
     );
-    let results = tool_messages(&requests[1]);
+    let results = requests[1].tool_messages();
     let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ids, vec!["call_a", "call_b", "call_c"]);
     assert!(results[0].1.contains("bravo"), "{results:?}");
@@ -266,7 +250,7 @@ async fn grep_and_list_files_skip_gitignored_paths() {
 
     editor.prompt(&session, "search").await;
     let requests = server.wait_for_requests(2).await;
-    let results = tool_messages(&requests[1]);
+    let results = requests[1].tool_messages();
     let (list, grep) = (&results[0].1, &results[1].1);
     assert!(list.contains("kept.rs"), "{list}");
     assert!(
@@ -314,7 +298,7 @@ async fn paths_escaping_the_workspace_are_refused_as_tool_errors() {
         "the turn goes on: {response}"
     );
     let requests = server.wait_for_requests(2).await;
-    let results = tool_messages(&requests[1]);
+    let results = requests[1].tool_messages();
     assert_eq!(results.len(), 3);
     for (id, content) in &results {
         assert!(content.starts_with("error:"), "{id}: {content}");

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 
 use crate::support::client::{file_uri, Editor};
-use crate::support::model_server::{openai, ModelServer, RecordedRequest};
+use crate::support::model_server::{openai, ModelServer};
 
 fn config_for(server: &ModelServer, mode: &str) -> Value {
     json!({
@@ -58,25 +58,10 @@ fn script_patch(server: &ModelServer, patch: &str) {
 /// request after the call.
 async fn tool_result(server: &ModelServer) -> String {
     let requests = server.wait_for_requests(2).await;
-    let messages = tool_messages(&requests[1]);
+    let messages = requests[1].tool_messages();
     assert_eq!(messages.len(), 1, "{messages:?}");
     assert_eq!(messages[0].0, "call_patch");
     messages[0].1.clone()
-}
-
-fn tool_messages(request: &RecordedRequest) -> Vec<(String, String)> {
-    request.body["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (
-                m["tool_call_id"].as_str().unwrap_or_default().to_string(),
-                m["content"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
 }
 
 /// Records the daemon's `workspace/applyEdit` params and answers `answer`.

@@ -77,25 +77,10 @@ fn exec_call(id: &str, args: Value) -> Reply {
     openai::tool_calls(&[(id, "exec_command", &args.to_string())])
 }
 
-/// The tool messages of a model request, as (tool_call_id, content).
-fn tool_messages(request: &RecordedRequest) -> Vec<(String, String)> {
-    request.body["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (
-                m["tool_call_id"].as_str().unwrap_or_default().to_string(),
-                m["content"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
-}
-
 /// The content of the tool message answering `call_id` in a model request.
 fn tool_result(request: &RecordedRequest, call_id: &str) -> String {
-    tool_messages(request)
+    request
+        .tool_messages()
         .into_iter()
         .find(|(id, _)| id == call_id)
         .map(|(_, content)| content)

@@ -22,9 +22,7 @@ use tandem::frontend::updates::session_update;
 use tandem::protocol::SessionUpdate;
 use tandem::tools::{ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
 
-use crate::support::model_server::{
-    openai, within_real_time, ModelServer, RecordedRequest, Reply, SseStep,
-};
+use crate::support::model_server::{openai, within_real_time, ModelServer, Reply, SseStep};
 use crate::support::TEST_DEADLINE;
 
 /// Waits, with the test deadline as a guard, until `done` holds; `changed`
@@ -327,22 +325,6 @@ fn tool_calls(calls: &[(String, String, String)]) -> Reply {
         .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
         .collect();
     openai::tool_calls(&borrowed)
-}
-
-/// The tool messages of a model request, as (tool_call_id, content).
-fn tool_messages(request: &RecordedRequest) -> Vec<(String, String)> {
-    request.body["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (
-                m["tool_call_id"].as_str().unwrap_or_default().to_string(),
-                m["content"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
 }
 
 /// `(call_id, status, output)` of every `tool_result`, in log order.
@@ -651,7 +633,7 @@ async fn parallel_calls_finishing_out_of_order_are_returned_in_model_order() {
     );
     let requests = h.server.wait_for_requests(2).await;
     assert_eq!(
-        tool_messages(&requests[1]),
+        requests[1].tool_messages(),
         ["1", "2", "3"]
             .iter()
             .map(|k| (format!("call_{k}"), format!("output of {k}")))

@@ -93,22 +93,6 @@ fn roles_and_contents(request: &RecordedRequest) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The tool messages of a model request, as (tool_call_id, content).
-fn tool_messages(request: &RecordedRequest) -> Vec<(String, String)> {
-    request.body["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (
-                m["tool_call_id"].as_str().unwrap_or_default().to_string(),
-                m["content"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
-}
-
 fn is_chunk(update: &Value) -> bool {
     update["update"]["sessionUpdate"] == "agent_message_chunk"
 }
@@ -636,7 +620,7 @@ async fn paging_through_a_file_with_changing_offsets_is_not_a_loop() {
     assert_eq!(results.len(), pages as usize);
     assert!(results.iter().all(|(_, s)| s == "completed"), "{results:?}");
     // Each page really is the next one.
-    let last = tool_messages(requests.last().unwrap());
+    let last = requests.last().unwrap().tool_messages();
     assert!(last[4].1.contains("line 41"), "{:?}", last[4]);
 }
 
@@ -1247,7 +1231,7 @@ async fn malformed_arguments_and_unknown_tools_become_errors_the_model_can_read(
     let (response, _) = editor.prompt(&session, "go").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let requests = server.requests();
-    let results = tool_messages(&requests[1]);
+    let results = requests[1].tool_messages();
     let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ids, ["call_bad", "call_unknown", "call_ok"]);
     assert!(

@@ -143,6 +143,26 @@ pub struct RecordedRequest {
 }
 
 impl RecordedRequest {
+    /// The tool messages of an OpenAI-format request, in order, as
+    /// `(tool_call_id, content)`.
+    pub fn tool_messages(&self) -> Vec<(String, String)> {
+        self.body["messages"]
+            .as_array()
+            .map(|messages| {
+                messages
+                    .iter()
+                    .filter(|m| m["role"] == "tool")
+                    .map(|m| {
+                        (
+                            m["tool_call_id"].as_str().unwrap_or_default().to_string(),
+                            m["content"].as_str().unwrap_or_default().to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The value of header `name` (any case).
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
