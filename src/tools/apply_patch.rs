@@ -258,24 +258,29 @@ impl Plan {
         })
     }
 
-    /// One diff per file, for editors to render.
+    /// One diff per file, for editors to render; paths are absolute, as
+    /// ACP's diff content has them.
     fn emit_diffs(&self, ctx: &ToolContext) {
         for file in &self.files {
             let event = match &file.change {
-                FileChange::Add { text, .. } => ToolEvent::Diff {
-                    path: file.shown.clone(),
+                FileChange::Add { text, path } => ToolEvent::Diff {
+                    path: path.display().to_string(),
                     old_text: None,
                     new_text: text.clone(),
                 },
-                FileChange::Delete { old_text, .. } => ToolEvent::Diff {
-                    path: file.shown.clone(),
+                FileChange::Delete { old_text, path, .. } => ToolEvent::Diff {
+                    path: path.display().to_string(),
                     old_text: Some(old_text.clone()),
                     new_text: String::new(),
                 },
                 FileChange::Update {
-                    old_text, update, ..
+                    old_text,
+                    update,
+                    path,
+                    move_to,
+                    ..
                 } => ToolEvent::Diff {
-                    path: file.shown_to.clone().unwrap_or_else(|| file.shown.clone()),
+                    path: move_to.as_ref().unwrap_or(path).display().to_string(),
                     old_text: Some(old_text.clone()),
                     new_text: update.new_text.clone(),
                 },
@@ -1442,21 +1447,23 @@ mod tests {
                 _ => None,
             })
             .collect();
+        let root = fx.root.path().canonicalize().unwrap();
+        let abs = |p: &str| root.join(p).display().to_string();
         assert_eq!(
             diffs,
             vec![
-                ("new/added.txt".into(), None, "fresh\n".into()),
+                (abs("new/added.txt"), None, "fresh\n".into()),
                 (
-                    "src/lib.rs".into(),
+                    abs("src/lib.rs"),
                     Some("fn one() {}\nfn two() {}\nfn three() {}\n".into()),
                     "fn one() { 1 }\nfn two() {}\nfn three() { 3 }\n".into()
                 ),
                 (
-                    "moved/new_name.rs".into(),
+                    abs("moved/new_name.rs"),
                     Some("moved\n".into()),
                     "moved and changed\n".into()
                 ),
-                ("gone.txt".into(), Some("bye\n".into()), String::new()),
+                (abs("gone.txt"), Some("bye\n".into()), String::new()),
             ]
         );
     }

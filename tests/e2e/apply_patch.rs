@@ -204,6 +204,8 @@ async fn the_tool_call_update_carries_each_files_diff() {
     let session = editor.new_session(config_for(&server, "auto")).await;
 
     let (_, updates) = editor.prompt(&session, "patch it").await;
+    // ACP diff content names files by absolute path.
+    let real = root.canonicalize().unwrap();
     let diffs: Vec<&Value> = updates
         .iter()
         .filter(|u| {
@@ -216,8 +218,8 @@ async fn the_tool_call_update_carries_each_files_diff() {
     assert_eq!(
         diffs,
         vec![
-            &json!({"type": "diff", "path": "a.txt", "oldText": "alpha\n", "newText": "ALPHA\n"}),
-            &json!({"type": "diff", "path": "b.txt", "newText": "bravo\n"}),
+            &json!({"type": "diff", "path": real.join("a.txt"), "oldText": "alpha\n", "newText": "ALPHA\n"}),
+            &json!({"type": "diff", "path": real.join("b.txt"), "newText": "bravo\n"}),
         ]
     );
 }
