@@ -60,6 +60,21 @@ async fn eof_on_stdin_ends_the_process_cleanly() {
 }
 
 #[tokio::test]
+async fn a_request_sent_just_before_stdin_closes_is_still_answered() {
+    let root = tempfile::tempdir().unwrap();
+    let mut editor = Editor::spawn().await;
+    editor.initialize(root.path()).await;
+    let id = editor.start_request("tandem/newSession", json!({})).await;
+    let (status, rest) = editor.close_stdin_collect().await;
+    assert!(status.success(), "{status:?}");
+    assert!(
+        rest.iter()
+            .any(|m| m["id"] == id && m["result"]["sessionId"].is_string()),
+        "{rest:?}"
+    );
+}
+
+#[tokio::test]
 async fn exit_without_shutdown_exits_with_status_one() {
     let mut editor = Editor::spawn().await;
     editor.notify("exit", Value::Null).await;

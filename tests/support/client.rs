@@ -399,6 +399,27 @@ impl Editor {
         self.child.id().expect("daemon running")
     }
 
+    /// Closes stdin, waits for the process to end, and returns everything
+    /// it wrote that was not read yet.
+    pub async fn close_stdin_collect(self) -> (std::process::ExitStatus, Vec<Value>) {
+        let Editor {
+            mut child,
+            stdin,
+            mut incoming,
+            ..
+        } = self;
+        drop(stdin);
+        let status = tokio::time::timeout(WAIT, child.wait())
+            .await
+            .expect("daemon did not exit on EOF")
+            .expect("wait");
+        let mut rest = Vec::new();
+        while let Ok(Some(message)) = tokio::time::timeout(WAIT, incoming.recv()).await {
+            rest.push(message);
+        }
+        (status, rest)
+    }
+
     /// Closes stdin and waits for the process to end.
     pub async fn close_stdin(self) -> std::process::ExitStatus {
         let Editor {

@@ -242,7 +242,7 @@ where
     // is read back, unframed, and queued for the one stdout writer.
     let (mut to_lsp, lsp_stdin) = tokio::io::duplex(1 << 20);
     let (lsp_stdout, from_lsp) = tokio::io::duplex(1 << 20);
-    tokio::spawn(
+    let server = tokio::spawn(
         Server::new(lsp_stdin, lsp_stdout, socket)
             // A `tandem/prompt` is answered when its turn ends; with the
             // default limit of 4 in-flight requests, four queued prompts
@@ -251,7 +251,7 @@ where
             .serve(service),
     );
     let forward_out = out.clone();
-    tokio::spawn(async move {
+    let forwarder = tokio::spawn(async move {
         let mut reader = FrameReader::new(from_lsp);
         while let Some(frame) = reader.next().await {
             match frame {
@@ -308,6 +308,22 @@ where
     tracing::info!("LSP input ended ({end:?}); shutting down");
     outgoing.fail_all();
     daemon.shutdown().await;
+    // Answer what was asked before the end: closing tower-lsp's input lets
+    // it finish its in-flight requests (turns are cancelled by now, so
+    // prompts answer at once) and close its output, which ends the
+    // forwarder once everything it wrote is queued. Bounded, in case a
+    // handler hangs.
+    drop(to_lsp);
+    let drained = async {
+        let _ = server.await;
+        let _ = forwarder.await;
+    };
+    if tokio::time::timeout(std::time::Duration::from_secs(2), drained)
+        .await
+        .is_err()
+    {
+        tracing::warn!("gave up waiting for in-flight requests at exit");
+    }
     let (done_tx, done_rx) = oneshot::channel();
     let _ = tx.send(Outbound::Close(done_tx));
     let _ = done_rx.await;
