@@ -37,7 +37,9 @@ use crate::provider::{
     Completion, ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError, StreamEvent,
     ToolSpec,
 };
-use crate::tools::{ApprovalClass, ExecMode, Tool, ToolContext, ToolEvent, ToolRegistry};
+use crate::tools::{
+    ApprovalClass, ExecMode, Tool, ToolContext, ToolErrorKind, ToolEvent, ToolRegistry,
+};
 use crate::workspace::Workspace;
 
 /// The summarizer's instructions (tier-2 compaction).
@@ -1337,7 +1339,10 @@ async fn execute_call(
             ),
         ),
         Ok(Ok(Ok(output))) => (ToolStatus::Completed, cap_output(output)),
-        Ok(Ok(Err(e))) => (ToolStatus::Failed, cap_output(e.0)),
+        Ok(Ok(Err(e))) => match e.1 {
+            ToolErrorKind::Failed => (ToolStatus::Failed, cap_output(e.0)),
+            ToolErrorKind::Rejected => (ToolStatus::Rejected, cap_output(e.0)),
+        },
         Ok(Err(_)) => {
             tracing::error!(tool = tool.name(), "tool panicked");
             (

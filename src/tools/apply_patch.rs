@@ -133,7 +133,7 @@ impl Tool for ApplyPatch {
     async fn run(&self, raw_args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
         let args: Args = parse_args(self.name(), &raw_args)?;
         if ctx.mode == ApprovalMode::ReadOnly {
-            return Ok(READ_ONLY.to_string());
+            return Err(ToolError::rejected(READ_ONLY));
         }
         let patch = parse_patch(&args.input).map_err(|e| not_applied(e.to_string()))?;
         let plan = {
@@ -368,7 +368,7 @@ async fn review(plan: &Arc<Plan>, raw_args: Value, ctx: &ToolContext) -> Result<
         // The editor shows the edit for review; the turn waits on the user.
         (ctx.emit)(ToolEvent::Waiting("permission"));
         let outcome = through_editor(plan, &plan.all(), true, ctx).await?;
-        return Ok(report(plan, &[outcome], ApprovalMode::Review));
+        return finish(plan, &[outcome], ApprovalMode::Review);
     }
 
     if abilities.request_permission {
@@ -385,16 +385,16 @@ async fn review(plan: &Arc<Plan>, raw_args: Value, ctx: &ToolContext) -> Result<
     match ctx.bridge.request_permission(request, &ctx.cancel).await {
         BridgeOutcome::Answered(choice) if choice.allows() => {
             let outcome = to_disk(plan, plan.all(), ctx).await?;
-            Ok(report(plan, &[outcome], ApprovalMode::Review))
+            finish(plan, &[outcome], ApprovalMode::Review)
         }
-        BridgeOutcome::Answered(_) => {
-            Ok("The user rejected the patch; nothing was changed.".into())
-        }
+        BridgeOutcome::Answered(_) => Err(ToolError::rejected(
+            "The user rejected the patch; nothing was changed.",
+        )),
         BridgeOutcome::Cancelled if ctx.cancel.is_cancelled() => Err(cancelled()),
-        BridgeOutcome::Cancelled => {
-            Ok("The user dismissed the review of the patch; nothing was changed.".into())
-        }
-        BridgeOutcome::Unavailable(_) => Ok(CANNOT_REVIEW.to_string()),
+        BridgeOutcome::Cancelled => Err(ToolError::rejected(
+            "The user dismissed the review of the patch; nothing was changed.",
+        )),
+        BridgeOutcome::Unavailable(_) => Err(ToolError::rejected(CANNOT_REVIEW)),
     }
 }
 
@@ -412,14 +412,14 @@ async fn auto(plan: &Arc<Plan>, ctx: &ToolContext) -> Result<String, ToolError> 
         // say) nothing has been written yet.
         let outcome = through_editor(plan, &to_editor, false, ctx).await?;
         if matches!(outcome, Outcome::Declined { .. }) {
-            return Ok(report(plan, &[outcome], ApprovalMode::Auto));
+            return finish(plan, &[outcome], ApprovalMode::Auto);
         }
         outcomes.push(outcome);
     }
     if !to_write.is_empty() {
         outcomes.push(to_disk(plan, to_write, ctx).await?);
     }
-    Ok(report(plan, &outcomes, ApprovalMode::Auto))
+    finish(plan, &outcomes, ApprovalMode::Auto)
 }
 
 /// How one route of a patch ended.
@@ -1032,6 +1032,21 @@ async fn to_disk(
     .map_err(internal)?
 }
 
+/// The report as the call's result: a rejection when nothing landed
+/// because it was declined, else what happened.
+fn finish(plan: &Plan, outcomes: &[Outcome], mode: ApprovalMode) -> Result<String, ToolError> {
+    let text = report(plan, outcomes, mode);
+    if !outcomes.is_empty()
+        && outcomes
+            .iter()
+            .all(|o| matches!(o, Outcome::Declined { .. }))
+    {
+        Err(ToolError::rejected(text))
+    } else {
+        Ok(text)
+    }
+}
+
 /// The tool's result: what happened, file by file.
 fn report(plan: &Plan, outcomes: &[Outcome], mode: ApprovalMode) -> String {
     let mut lines = Vec::new();
@@ -1563,8 +1578,8 @@ mod tests {
                 "*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+b\n*** End Patch",
             )
             .await
-            .expect("a result");
-        assert_eq!(out, READ_ONLY);
+            .expect_err("a rejection");
+        assert_eq!(out, ToolError::rejected(READ_ONLY));
         assert_eq!(fx.read("a.txt"), "a\n");
     }
 
@@ -1643,10 +1658,12 @@ mod tests {
                 "*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+b\n*** Add File: n.txt\n+n\n*** End Patch",
             )
             .await
-            .expect("a result");
+            .expect_err("a rejection");
         assert_eq!(
             out,
-            "The user rejected the patch; nothing was changed.\nTheir comment: not like this"
+            ToolError::rejected(
+                "The user rejected the patch; nothing was changed.\nTheir comment: not like this"
+            )
         );
         assert_eq!(fx.read("a.txt"), "a\n");
         assert!(
@@ -1729,8 +1746,8 @@ mod tests {
                 "*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+b\n*** End Patch",
             )
             .await
-            .expect("a result");
-        assert_eq!(out, CANNOT_REVIEW);
+            .expect_err("a rejection");
+        assert_eq!(out, ToolError::rejected(CANNOT_REVIEW));
         assert_eq!(fx.read("a.txt"), "a\n");
     }
 

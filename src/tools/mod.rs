@@ -123,14 +123,29 @@ pub enum ToolEvent {
     Waiting(&'static str),
 }
 
-/// A tool's failure, phrased for the model.
+/// A tool's failure, phrased for the model, and what kind it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct ToolError(pub String);
+pub struct ToolError(pub String, pub ToolErrorKind);
+
+/// How a call that produced no result went wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ToolErrorKind {
+    /// The tool tried and failed (bad arguments, I/O, no match).
+    #[default]
+    Failed,
+    /// The user (or the mode) refused what the call would have done;
+    /// nothing changed. Logged as a `rejected` result.
+    Rejected,
+}
 
 impl ToolError {
     pub fn new(message: impl Into<String>) -> Self {
-        ToolError(message.into())
+        ToolError(message.into(), ToolErrorKind::Failed)
+    }
+
+    pub fn rejected(message: impl Into<String>) -> Self {
+        ToolError(message.into(), ToolErrorKind::Rejected)
     }
 }
 
@@ -141,7 +156,7 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(
     args: &Value,
 ) -> Result<T, ToolError> {
     serde_json::from_value(args.clone())
-        .map_err(|e| ToolError(format!("invalid arguments for {tool}: {e}")))
+        .map_err(|e| ToolError::new(format!("invalid arguments for {tool}: {e}")))
 }
 
 #[async_trait::async_trait]

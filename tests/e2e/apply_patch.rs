@@ -316,7 +316,16 @@ async fn review_mode_rejection_reaches_the_model_with_the_users_comment() {
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert_eq!(
         tool_result(&server).await,
-        "The user rejected the patch; nothing was changed.\nTheir comment: not like this"
+        "rejected: The user rejected the patch; nothing was changed.\nTheir comment: not like this"
+    );
+    let log = editor.log_lines(&session);
+    let result = log
+        .iter()
+        .find(|e| e["type"] == "tool_result" && e["call_id"] == "call_patch")
+        .expect("a logged result");
+    assert_eq!(
+        result["status"], "rejected",
+        "the log says what happened: {result}"
     );
     assert_eq!(read(&root, "a.txt"), "alpha\n");
     assert!(!root.join("b.txt").exists());
@@ -399,7 +408,7 @@ async fn review_mode_without_apply_edit_asks_permission_and_a_rejection_changes_
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert_eq!(
         tool_result(&server).await,
-        "The user rejected the patch; nothing was changed."
+        "rejected: The user rejected the patch; nothing was changed."
     );
     assert_eq!(read(&root, "a.txt"), "alpha\n");
     let asked = asked.lock().expect("lock");
