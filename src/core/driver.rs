@@ -1073,16 +1073,10 @@ fn call_context(
                 call_id: call_id.clone(),
                 text,
             },
-            ToolEvent::Diff {
-                path,
-                old_text,
-                new_text,
-            } => Event::ToolDiff {
+            ToolEvent::Diffs(files) => Event::ToolDiff {
                 turn_id: turn_id.clone(),
                 call_id: call_id.clone(),
-                path,
-                old_text,
-                new_text,
+                files,
             },
             ToolEvent::Plan { explanation, steps } => Event::Plan {
                 turn_id: turn_id.clone(),

@@ -279,14 +279,11 @@ pub enum Event {
         call_id: String,
         text: String,
     },
-    /// A file change a tool proposed or made, for editors to render.
+    /// The file changes a tool proposed or made, for editors to render.
     ToolDiff {
         turn_id: TurnId,
         call_id: String,
-        path: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        old_text: Option<String>,
-        new_text: String,
+        files: Vec<FileDiff>,
     },
     /// A tool call waits for the user (`permission` or `input`).
     ToolWaiting {
@@ -348,6 +345,16 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
     },
+}
+
+/// One file of a tool's change: absolute path, the text before (none for a
+/// new file) and after (empty for a deleted one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDiff {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_text: Option<String>,
+    pub new_text: String,
 }
 
 /// Costs in US dollars of a call, its turn and its session.

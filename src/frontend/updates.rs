@@ -133,20 +133,17 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             output_delta: Some(text.clone()),
             waiting_for: None,
         },
-        Event::ToolDiff {
-            call_id,
-            path,
-            old_text,
-            new_text,
-            ..
-        } => SessionUpdate::ToolCallUpdate {
+        Event::ToolDiff { call_id, files, .. } => SessionUpdate::ToolCallUpdate {
             tool_call_id: call_id.clone(),
             status: None,
-            content: vec![ToolCallContent::Diff {
-                path: path.clone(),
-                old_text: old_text.clone(),
-                new_text: new_text.clone(),
-            }],
+            content: files
+                .iter()
+                .map(|f| ToolCallContent::Diff {
+                    path: f.path.clone(),
+                    old_text: f.old_text.clone(),
+                    new_text: f.new_text.clone(),
+                })
+                .collect(),
             output_delta: None,
             waiting_for: None,
         },

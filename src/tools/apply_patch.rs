@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::core::event::FileDiff;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::watch;
@@ -261,14 +262,16 @@ impl Plan {
     /// One diff per file, for editors to render; paths are absolute, as
     /// ACP's diff content has them.
     fn emit_diffs(&self, ctx: &ToolContext) {
-        for file in &self.files {
-            let event = match &file.change {
-                FileChange::Add { text, path } => ToolEvent::Diff {
+        let files = self
+            .files
+            .iter()
+            .map(|file| match &file.change {
+                FileChange::Add { text, path } => FileDiff {
                     path: path.display().to_string(),
                     old_text: None,
                     new_text: text.clone(),
                 },
-                FileChange::Delete { old_text, path, .. } => ToolEvent::Diff {
+                FileChange::Delete { old_text, path, .. } => FileDiff {
                     path: path.display().to_string(),
                     old_text: Some(old_text.clone()),
                     new_text: String::new(),
@@ -279,14 +282,14 @@ impl Plan {
                     path,
                     move_to,
                     ..
-                } => ToolEvent::Diff {
+                } => FileDiff {
                     path: move_to.as_ref().unwrap_or(path).display().to_string(),
                     old_text: Some(old_text.clone()),
                     new_text: update.new_text.clone(),
                 },
-            };
-            (ctx.emit)(event);
-        }
+            })
+            .collect();
+        (ctx.emit)(ToolEvent::Diffs(files));
     }
 
     fn all(&self) -> Vec<usize> {
@@ -1454,14 +1457,22 @@ mod tests {
             .expect("lock")
             .iter()
             .filter_map(|e| match e {
-                ToolEvent::Diff {
-                    path,
-                    old_text,
-                    new_text,
-                } => Some((path.clone(), old_text.clone(), new_text.clone())),
+                ToolEvent::Diffs(files) => Some(files.clone()),
                 _ => None,
             })
+            .collect::<Vec<_>>()
+            .concat()
+            .into_iter()
+            .map(|f| (f.path, f.old_text, f.new_text))
             .collect();
+        let diff_events = fx
+            .events
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|e| matches!(e, ToolEvent::Diffs(_)))
+            .count();
+        assert_eq!(diff_events, 1, "one event carries every file");
         let root = fx.root.path().canonicalize().unwrap();
         let abs = |p: &str| root.join(p).display().to_string();
         assert_eq!(

@@ -108,12 +108,9 @@ pub enum PlanStatus {
 pub enum ToolEvent {
     /// A piece of output as it is produced (`exec_command`).
     Output(String),
-    /// A proposed or applied change to a file, for editors to render.
-    Diff {
-        path: String,
-        old_text: Option<String>,
-        new_text: String,
-    },
+    /// The files a call proposes or makes changes to, for editors to
+    /// render (all of them at once: ACP clients replace a call's content).
+    Diffs(Vec<crate::core::event::FileDiff>),
     /// A new plan (`update_plan`).
     Plan {
         explanation: Option<String>,

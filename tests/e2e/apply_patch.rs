@@ -204,8 +204,18 @@ async fn the_tool_call_update_carries_each_files_diff() {
     let session = editor.new_session(config_for(&server, "auto")).await;
 
     let (_, updates) = editor.prompt(&session, "patch it").await;
-    // ACP diff content names files by absolute path.
+    // ACP diff content names files by absolute path, and ACP clients
+    // replace a call's content: one update carries every file.
     let real = root.canonicalize().unwrap();
+    let with_diffs = updates
+        .iter()
+        .filter(|u| {
+            u["update"]["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "diff"))
+        })
+        .count();
+    assert_eq!(with_diffs, 1);
     let diffs: Vec<&Value> = updates
         .iter()
         .filter(|u| {
