@@ -60,6 +60,23 @@ impl PermissionChoice {
     }
 }
 
+/// The user's answer to a permission request, with their reason when they
+/// gave one (a tandem extension of ACP's outcome: `outcome.reason`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionAnswer {
+    pub choice: PermissionChoice,
+    pub reason: Option<String>,
+}
+
+impl From<PermissionChoice> for PermissionAnswer {
+    fn from(choice: PermissionChoice) -> Self {
+        PermissionAnswer {
+            choice,
+            reason: None,
+        }
+    }
+}
+
 /// A request for permission to run a tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PermissionRequest {
@@ -114,7 +131,7 @@ pub trait ClientBridge: Send + Sync {
         &self,
         request: PermissionRequest,
         cancel: &CancellationToken,
-    ) -> BridgeOutcome<PermissionChoice>;
+    ) -> BridgeOutcome<PermissionAnswer>;
     async fn request_user_input(
         &self,
         request: UserInputRequest,
@@ -139,7 +156,7 @@ impl ClientBridge for NoClient {
         &self,
         _: PermissionRequest,
         _: &CancellationToken,
-    ) -> BridgeOutcome<PermissionChoice> {
+    ) -> BridgeOutcome<PermissionAnswer> {
         BridgeOutcome::Unavailable("no editor is connected to ask".to_string())
     }
     async fn request_user_input(

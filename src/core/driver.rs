@@ -1217,7 +1217,8 @@ async fn approve(
         always_scope: scope.clone(),
     };
     match ctx.bridge.request_permission(request, &ctx.cancel).await {
-        BridgeOutcome::Answered(choice) => {
+        BridgeOutcome::Answered(answer) => {
+            let choice = answer.choice;
             let remembered = match choice {
                 PermissionChoice::AllowAlways | PermissionChoice::RejectAlways => scope.clone(),
                 _ => None,
@@ -1229,9 +1230,13 @@ async fn approve(
             if choice.allows() {
                 Ok(())
             } else {
+                let because = answer
+                    .reason
+                    .map(|r| format!("; they said: {r}"))
+                    .unwrap_or_default();
                 Err((
                     ToolStatus::Rejected,
-                    format!("the user rejected running `{cmd}`"),
+                    format!("the user rejected running `{cmd}`{because}"),
                 ))
             }
         }

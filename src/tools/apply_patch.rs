@@ -386,13 +386,18 @@ async fn review(plan: &Arc<Plan>, raw_args: Value, ctx: &ToolContext) -> Result<
         always_scope: None,
     };
     match ctx.bridge.request_permission(request, &ctx.cancel).await {
-        BridgeOutcome::Answered(choice) if choice.allows() => {
+        BridgeOutcome::Answered(answer) if answer.choice.allows() => {
             let outcome = to_disk(plan, plan.all(), ctx).await?;
             finish(plan, &[outcome], ApprovalMode::Review)
         }
-        BridgeOutcome::Answered(_) => Err(ToolError::rejected(
-            "The user rejected the patch; nothing was changed.",
-        )),
+        BridgeOutcome::Answered(answer) => {
+            Err(ToolError::rejected(match answer.reason {
+                Some(reason) => {
+                    format!("The user rejected the patch; nothing was changed.\nTheir comment: {reason}")
+                }
+                None => "The user rejected the patch; nothing was changed.".to_string(),
+            }))
+        }
         BridgeOutcome::Cancelled if ctx.cancel.is_cancelled() => Err(cancelled()),
         BridgeOutcome::Cancelled => Err(ToolError::rejected(
             "The user dismissed the review of the patch; nothing was changed.",
@@ -1322,10 +1327,10 @@ mod tests {
             &self,
             _: PermissionRequest,
             _: &CancellationToken,
-        ) -> BridgeOutcome<PermissionChoice> {
+        ) -> BridgeOutcome<crate::core::bridge::PermissionAnswer> {
             *self.permission_requests.lock().expect("lock") += 1;
             match self.permission {
-                Some(choice) => BridgeOutcome::Answered(choice),
+                Some(choice) => BridgeOutcome::Answered(choice.into()),
                 None => BridgeOutcome::Unavailable("no".into()),
             }
         }

@@ -599,6 +599,24 @@ async fn review_mode_allow_once_runs_the_command() {
 }
 
 #[tokio::test]
+async fn a_rejection_reason_reaches_the_model() {
+    let server = ModelServer::start().await;
+    server.push(exec_call("call_1", json!({"cmd": "touch ran"})));
+    server.push(openai::text(["ok"]));
+    let root = tempfile::tempdir().unwrap();
+    let (mut editor, session) = review_session(&server, root.path(), PERMISSION).await;
+    editor.on_request(|_, _| {
+        Some(json!({"outcome": {"outcome": "selected", "optionId": "reject_once", "reason": "use the Makefile"}}))
+    });
+    editor.prompt(&session, "run").await;
+    let requests = server.wait_for_requests(2).await;
+    let result = tool_result(&requests[1], "call_1");
+    assert!(result.starts_with("rejected:"), "{result}");
+    assert!(result.contains("they said: use the Makefile"), "{result}");
+    assert!(!root.path().join("ran").exists());
+}
+
+#[tokio::test]
 async fn review_mode_reject_once_does_not_run_the_command_and_tells_the_model() {
     let server = ModelServer::start().await;
     server.push(exec_call("call_1", json!({"cmd": "touch ran"})));

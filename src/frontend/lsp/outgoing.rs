@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::OutboundQueue;
 use crate::core::bridge::{
     ApplyEditRequest, ApplyEditResponse, BridgeOutcome, ClientAbilities, ClientBridge,
-    PermissionChoice, PermissionRequest, UserInputRequest,
+    PermissionAnswer, PermissionChoice, PermissionRequest, UserInputRequest,
 };
 
 /// Prefix of the ids of our requests.
@@ -169,7 +169,7 @@ impl ClientBridge for Outgoing {
         &self,
         request: PermissionRequest,
         cancel: &CancellationToken,
-    ) -> BridgeOutcome<PermissionChoice> {
+    ) -> BridgeOutcome<PermissionAnswer> {
         if !self.abilities().request_permission {
             return BridgeOutcome::Unavailable(
                 "the editor cannot answer permission requests".to_string(),
@@ -209,7 +209,14 @@ impl ClientBridge for Outgoing {
                     .as_str()
                     .and_then(PermissionChoice::from_option_id)
                 {
-                    Some(choice) => BridgeOutcome::Answered(choice),
+                    Some(choice) => BridgeOutcome::Answered(PermissionAnswer {
+                        choice,
+                        reason: outcome["reason"]
+                            .as_str()
+                            .map(str::trim)
+                            .filter(|r| !r.is_empty())
+                            .map(str::to_string),
+                    }),
                     None => BridgeOutcome::Unavailable(format!(
                         "the editor answered with an unknown permission outcome: {result}"
                     )),
