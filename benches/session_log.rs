@@ -40,7 +40,7 @@ use tandem::core::log::{
     LOG_VERSION,
 };
 use tandem::core::projection::Projection;
-use tandem::frontend::updates::update_params;
+use tandem::frontend::updates::update_notification;
 
 use common::{fmt, ms, report, verdict, Stats};
 
@@ -52,9 +52,8 @@ struct RenderingSink;
 
 impl EventSink for RenderingSink {
     fn on_event(&self, session_id: &str, event: &LoggedEvent) {
-        if let Some(params) = update_params(session_id, event) {
-            let message = json!({"jsonrpc": "2.0", "method": "tandem/update", "params": params});
-            std::hint::black_box(serde_json::to_vec(&message).expect("serialize"));
+        if let Some(body) = update_notification(session_id, event) {
+            std::hint::black_box(body);
         }
     }
 }
@@ -308,10 +307,8 @@ fn main() {
         let start = Instant::now();
         let mut bytes = 0;
         for event in &logged {
-            if let Some(params) = update_params("realistic", event) {
-                let message =
-                    json!({"jsonrpc": "2.0", "method": "tandem/update", "params": params});
-                bytes += serde_json::to_vec(&message).expect("serialize").len();
+            if let Some(body) = update_notification("realistic", event) {
+                bytes += body.len();
             }
         }
         std::hint::black_box(bytes);

@@ -266,6 +266,25 @@ pub fn update_params(session_id: &str, event: &LoggedEvent) -> Option<UpdatePara
     })
 }
 
+/// The whole `tandem/update` notification for a logged event, serialized
+/// (`None` for bookkeeping events). Serialized straight from the wire
+/// structs, with no intermediate JSON tree: a replay renders every event.
+pub fn update_notification(session_id: &str, event: &LoggedEvent) -> Option<Vec<u8>> {
+    #[derive(serde::Serialize)]
+    struct Notification<'a> {
+        jsonrpc: &'static str,
+        method: &'static str,
+        params: &'a UpdateParams,
+    }
+    let params = update_params(session_id, event)?;
+    serde_json::to_vec(&Notification {
+        jsonrpc: "2.0",
+        method: "tandem/update",
+        params: &params,
+    })
+    .ok()
+}
+
 pub fn prompt_result(receipt: TurnReceipt) -> PromptResult {
     PromptResult {
         turn_id: receipt.turn_id,

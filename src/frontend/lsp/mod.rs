@@ -31,7 +31,7 @@ use self::outgoing::Outgoing;
 use self::progress::Progress;
 use crate::core::daemon::{Daemon, DaemonOptions};
 use crate::core::log::{Durability, EventSink, LoggedEvent};
-use crate::frontend::updates::update_params;
+use crate::frontend::updates::update_notification;
 
 /// What the writer task is asked to do.
 enum Outbound {
@@ -80,15 +80,9 @@ impl EventSink for LspSink {
 
 impl LspSink {
     fn send_update(&self, session_id: &str, event: &LoggedEvent) {
-        let Some(params) = update_params(session_id, event) else {
-            return;
-        };
-        let message = serde_json::json!({
-            "jsonrpc": "2.0",
-            "method": "tandem/update",
-            "params": params,
-        });
-        self.out.send_json(&message);
+        if let Some(body) = update_notification(session_id, event) {
+            self.out.send_body(body);
+        }
     }
 }
 
