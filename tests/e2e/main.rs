@@ -11,6 +11,7 @@ mod exec_cli;
 mod loop_inprocess;
 mod loop_wire;
 mod lsp_wire;
+mod nvim;
 mod provider_anthropic;
 mod provider_openai;
 mod real_model;
