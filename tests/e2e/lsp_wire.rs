@@ -195,3 +195,91 @@ async fn stdout_carries_only_frames_even_with_debug_logging() {
     let status = editor.shutdown_and_exit().await;
     assert!(status.success());
 }
+
+#[tokio::test]
+async fn hostile_notifications_and_params_never_take_the_daemon_down() {
+    let root = tempfile::tempdir().unwrap();
+    let mut editor = Editor::spawn().await;
+    editor.initialize(root.path()).await;
+    let ghost = format!("file://{}/ghost.rs", root.path().display());
+    // Changes to a document that was never opened, out-of-range edits,
+    // non-file URIs, bad params on notifications, junk folders.
+    editor
+        .notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": ghost, "version": 2},
+                   "contentChanges": [{"range": {"start": {"line": 9, "character": 0}, "end": {"line": 9, "character": 1}}, "text": "x"}]}),
+        )
+        .await;
+    editor
+        .notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": "untitled:Untitled-1", "languageId": "rust", "version": 1, "text": "x"}}),
+        )
+        .await;
+    editor
+        .notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": ghost, "languageId": "rust", "version": 1, "text": "one line"}}),
+        )
+        .await;
+    editor
+        .notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": ghost, "version": 3},
+                   "contentChanges": [{"range": {"start": {"line": 500, "character": 0}, "end": {"line": 501, "character": 0}}, "text": "x"}]}),
+        )
+        .await;
+    editor
+        .notify("textDocument/didClose", json!({"nonsense": true}))
+        .await;
+    editor
+        .notify("tandem/cancel", json!({"sessionId": 42}))
+        .await;
+    editor
+        .notify("tandem/cancel", json!({"sessionId": "no-such-session"}))
+        .await;
+    editor
+        .notify(
+            "workspace/didChangeWorkspaceFolders",
+            json!({"event": {"added": [{"uri": "http://example.invalid/x", "name": "x"}], "removed": []}}),
+        )
+        .await;
+    editor
+        .notify("$/setTrace", json!({"value": "verbose"}))
+        .await;
+    editor.notify("some/unknownNotification", json!({})).await;
+
+    let response = editor
+        .request(
+            "tandem/steer",
+            json!({"sessionId": "nope", "prompt": [{"type": "text", "text": "x"}]}),
+        )
+        .await;
+    assert_eq!(error_code(&response), -32001, "{response}");
+    let response = editor
+        .request("tandem/prompt", json!({"sessionId": "x", "prompt": []}))
+        .await;
+    assert_eq!(error_code(&response), -32602, "{response}");
+    let response = editor
+        .request(
+            "tandem/newSession",
+            json!({"workspaceFolder": "relative/path"}),
+        )
+        .await;
+    assert_eq!(error_code(&response), -32602, "{response}");
+    let response = editor
+        .request(
+            "tandem/prompt",
+            json!({"sessionId": "x", "prompt": [{"type": "image", "data": "..."}]}),
+        )
+        .await;
+    assert_eq!(error_code(&response), -32602, "{response}");
+
+    // Still serving, and the open document kept its text despite the bad
+    // change.
+    let response = editor.request("tandem/newSession", json!({})).await;
+    assert!(response["result"]["sessionId"].is_string(), "{response}");
+    let status = editor.shutdown_and_exit().await;
+    assert!(status.success());
+}
