@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 
 use tandem::config::tandem_home;
 use tandem::core::log::Durability;
@@ -22,6 +22,8 @@ struct Cli {
 enum Command {
     /// Serve the Language Server Protocol with tandem's extensions on stdio.
     Lsp,
+    /// Serve the Agent Client Protocol (newline-delimited JSON-RPC) on stdio.
+    Acp,
     /// Run one task headless: the answer streams to stdout, tool activity
     /// to stderr; the exit status follows the stop reason (0 done, 1 error,
     /// 2 other stops, 130 cancelled).
@@ -177,6 +179,14 @@ where
     }
 }
 
+async fn serve_acp<R>(stdin: R) -> ExitCode
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
+    tandem::frontend::acp::serve(stdin, tandem_home(), durability()).await;
+    ExitCode::SUCCESS
+}
+
 /// With no subcommand: read the first bytes and pick the framing.
 async fn autodetect() -> ExitCode {
     let mut stdin = tokio::io::stdin();
@@ -198,10 +208,7 @@ async fn autodetect() -> ExitCode {
         }
     }
     if prefix.last() == Some(&b'{') {
-        let _ = tokio::io::stderr()
-            .write_all(b"tandem: ACP input detected, but the ACP frontend is not available in this build; use an LSP client\n")
-            .await;
-        return ExitCode::from(2);
+        return serve_acp(std::io::Cursor::new(prefix).chain(stdin)).await;
     }
     serve_lsp(std::io::Cursor::new(prefix).chain(stdin)).await
 }
@@ -222,6 +229,7 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match cli.command {
             Some(Command::Lsp) => serve_lsp(tokio::io::stdin()).await,
+            Some(Command::Acp) => serve_acp(tokio::io::stdin()).await,
             Some(Command::Exec {
                 task,
                 file,

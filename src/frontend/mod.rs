@@ -2,6 +2,7 @@
 //! agent logic: everything a frontend shows is a projection of session
 //! events, everything it asks for is a call on the core's `Daemon`.
 
+pub mod acp;
 pub mod exec;
 pub mod lsp;
 pub mod updates;

@@ -3,6 +3,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod acp;
 mod agent_loop;
 mod apply_patch;
 mod approvals;

@@ -34,7 +34,7 @@ use crate::core::log::{Durability, EventSink, LoggedEvent};
 use crate::frontend::updates::update_notification;
 
 /// What the writer task is asked to do.
-enum Outbound {
+pub(crate) enum Outbound {
     /// A JSON-RPC message body to frame and write.
     Frame(Vec<u8>),
     /// Write everything queued so far, then stop.
@@ -46,6 +46,20 @@ enum Outbound {
 pub struct OutboundQueue(mpsc::UnboundedSender<Outbound>);
 
 impl OutboundQueue {
+    /// A queue and the receiving end its writer reads.
+    pub(crate) fn channel() -> (OutboundQueue, mpsc::UnboundedReceiver<Outbound>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (OutboundQueue(tx), rx)
+    }
+
+    /// Asks the writer to write what is queued and stop; waits for it.
+    pub(crate) async fn close(&self) {
+        let (done_tx, done_rx) = oneshot::channel();
+        if self.0.send(Outbound::Close(done_tx)).is_ok() {
+            let _ = done_rx.await;
+        }
+    }
+
     pub fn send_body(&self, body: Vec<u8>) {
         // The writer only stops at shutdown, when nothing more is owed.
         let _ = self.0.send(Outbound::Frame(body));

@@ -33,15 +33,29 @@ pub struct Outgoing {
     next: AtomicU64,
     pending: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
     abilities: Mutex<ClientAbilities>,
+    permission_method: &'static str,
+    user_input_method: &'static str,
 }
 
 impl Outgoing {
     pub fn new(out: OutboundQueue) -> Arc<Outgoing> {
+        Outgoing::with_methods(out, "tandem/requestPermission", "tandem/requestUserInput")
+    }
+
+    /// With the method names of another wire (ACP's
+    /// `session/request_permission`).
+    pub fn with_methods(
+        out: OutboundQueue,
+        permission: &'static str,
+        user_input: &'static str,
+    ) -> Arc<Outgoing> {
         Arc::new(Outgoing {
             out,
             next: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
             abilities: Mutex::new(ClientAbilities::default()),
+            permission_method: permission,
+            user_input_method: user_input,
         })
     }
 
@@ -196,10 +210,7 @@ impl ClientBridge for Outgoing {
                 {"optionId": "reject_always", "name": "Always reject in this session", "kind": "reject_always"},
             ],
         });
-        match self
-            .request("tandem/requestPermission", params, cancel)
-            .await
-        {
+        match self.request(self.permission_method, params, cancel).await {
             BridgeOutcome::Answered(result) => {
                 let outcome = &result["outcome"];
                 if outcome["outcome"] == "cancelled" {
@@ -240,10 +251,7 @@ impl ClientBridge for Outgoing {
             "toolCallId": request.tool_call_id,
             "questions": request.questions,
         });
-        match self
-            .request("tandem/requestUserInput", params, cancel)
-            .await
-        {
+        match self.request(self.user_input_method, params, cancel).await {
             BridgeOutcome::Answered(result)
                 if result.get("outcome").and_then(Value::as_str) == Some("cancelled") =>
             {

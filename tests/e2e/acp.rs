@@ -1,0 +1,221 @@
+//! The ACP frontend (`tandem acp`, and `tandem` auto-detecting `{`):
+//! newline-delimited JSON-RPC through the real binary.
+
+use std::process::Stdio;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+use crate::support::client::{tandem_bin, WAIT};
+use crate::support::model_server::{openai, ModelServer};
+
+struct AcpClient {
+    _child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    next_id: i64,
+    _home: tempfile::TempDir,
+}
+
+impl AcpClient {
+    async fn spawn(args: &[&str], server: &ModelServer) -> AcpClient {
+        let home = tempfile::tempdir().unwrap();
+        let mut child = tokio::process::Command::new(tandem_bin())
+            .args(args)
+            .env("TANDEM_HOME", home.path())
+            .env("TANDEM_BASE_URL", server.base_url())
+            .env("TANDEM_MODEL", "scripted-model")
+            .env("TANDEM_LOG", "warn")
+            .env("TANDEM_FSYNC", "0")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        AcpClient {
+            _child: child,
+            stdin,
+            lines,
+            next_id: 1,
+            _home: home,
+        }
+    }
+
+    async fn send(&mut self, message: Value) {
+        let mut line = serde_json::to_vec(&message).unwrap();
+        line.push(b'\n');
+        self.stdin.write_all(&line).await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    async fn next(&mut self) -> Value {
+        let line = tokio::time::timeout(WAIT, self.lines.next_line())
+            .await
+            .expect("no line from tandem acp")
+            .unwrap()
+            .expect("stdout closed");
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"))
+    }
+
+    /// Sends a request; returns its response and everything before it,
+    /// answering permission requests with `answer`.
+    async fn request(&mut self, method: &str, params: Value, answer: &str) -> (Value, Vec<Value>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        let mut before = Vec::new();
+        loop {
+            let message = self.next().await;
+            if message["method"] == "session/request_permission" {
+                let reply = json!({"jsonrpc": "2.0", "id": message["id"],
+                                   "result": {"outcome": {"outcome": "selected", "optionId": answer}}});
+                before.push(message);
+                self.send(reply).await;
+                continue;
+            }
+            if message["id"] == id && message.get("method").is_none() {
+                return (message, before);
+            }
+            before.push(message);
+        }
+    }
+}
+
+fn update_kinds(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "session/update")
+        .map(|m| {
+            m["params"]["update"]["sessionUpdate"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_acp_client_runs_a_turn_with_a_permission_prompt() {
+    let server = ModelServer::start().await;
+    server.push(openai::tool_calls(&[(
+        "c1",
+        "exec_command",
+        r#"{"cmd":"touch made"}"#,
+    )]));
+    server.push(openai::text(["Made ", "it."]));
+    let root = tempfile::tempdir().unwrap();
+    // No subcommand: the first byte `{` picks ACP.
+    let mut client = AcpClient::spawn(&[], &server).await;
+
+    let (init, _) = client
+        .request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+            "",
+        )
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    assert_eq!(init["result"]["agentCapabilities"]["loadSession"], true);
+
+    let (new, _) = client
+        .request(
+            "session/new",
+            json!({"cwd": root.path(), "mcpServers": []}),
+            "",
+        )
+        .await;
+    let session = new["result"]["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_string();
+
+    let (response, before) = client
+        .request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "make a file"}]}),
+            "allow_once",
+        )
+        .await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(root.path().join("made").exists(), "the allowed command ran");
+    let permission = before
+        .iter()
+        .find(|m| m["method"] == "session/request_permission")
+        .expect("a permission request");
+    assert_eq!(permission["params"]["sessionId"], session.as_str());
+    assert_eq!(permission["params"]["toolCall"]["toolCallId"], "c1");
+    let kinds = update_kinds(&before);
+    assert_eq!(kinds[0], "user_message_chunk", "{kinds:?}");
+    assert!(
+        kinds.contains(&"tool_call".to_string()) && kinds.contains(&"tool_call_update".to_string())
+    );
+    assert!(
+        !kinds
+            .iter()
+            .any(|k| k == "turn_end" || k == "usage" || k == "input_status"),
+        "{kinds:?}"
+    );
+    let text: String = before
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|m| {
+            m["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(text, "Made it.");
+}
+
+#[tokio::test]
+async fn acp_errors_are_specific_and_the_agent_keeps_serving() {
+    let server = ModelServer::start().await;
+    server.push(openai::error(401, "bad key"));
+    let root = tempfile::tempdir().unwrap();
+    let mut client = AcpClient::spawn(&["acp"], &server).await;
+    client.send(json!("not an object")).await;
+    let reply = client.next().await;
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
+    client.stdin.write_all(b"{broken json\n").await.unwrap();
+    let reply = client.next().await;
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    let (reply, _) = client.request("no/such/method", json!({}), "").await;
+    assert_eq!(reply["error"]["code"], -32601, "{reply}");
+    let (reply, _) = client
+        .request(
+            "session/prompt",
+            json!({"sessionId": "nope", "prompt": [{"type": "text", "text": "x"}]}),
+            "",
+        )
+        .await;
+    assert_eq!(reply["error"]["code"], -32001, "{reply}");
+    let (new, _) = client
+        .request("session/new", json!({"cwd": root.path()}), "")
+        .await;
+    let session = new["result"]["sessionId"].as_str().unwrap().to_string();
+    let (reply, _) = client
+        .request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "x"}]}),
+            "",
+        )
+        .await;
+    assert_eq!(
+        reply["error"]["code"], -32603,
+        "a failed turn is an error in ACP: {reply}"
+    );
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("bad key"),
+        "{reply}"
+    );
+}
