@@ -1,6 +1,7 @@
 //! The headless frontend: `tandem exec "task" [--file F --range L1:L2]`.
 //!
-//! Streams the answer to stdout as it arrives, tool activity to stderr, and
+//! Streams the answer to stdout as it arrives (on a terminal; into a pipe,
+//! each completed model answer is written whole), tool activity to stderr, and
 //! exits with a status derived from the stop reason. There is no editor to
 //! ask, so in `review` mode commands and edits are refused (the model is
 //! told why); `--mode auto` lets the agent act.
@@ -31,21 +32,38 @@ pub struct ExecTask {
 }
 
 /// Prints a session's events for a terminal.
-struct TerminalSink;
+struct TerminalSink {
+    /// On a terminal the answer streams chunk by chunk; into a pipe or a
+    /// file it is written per completed model answer, so a stream that is
+    /// retried never leaves its partial text behind.
+    streaming: bool,
+}
+
+impl TerminalSink {
+    fn write(text: &str) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+    }
+}
 
 impl EventSink for TerminalSink {
     fn on_event(&self, _session_id: &str, event: &LoggedEvent) {
         match &event.event {
-            Event::AssistantChunk { text, .. } => {
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(text.as_bytes());
-                let _ = out.flush();
-            }
+            Event::AssistantChunk { text, .. } if self.streaming => Self::write(text),
+            Event::AssistantMessage { text, .. } if !self.streaming => Self::write(text),
             Event::AttemptFailed {
                 message,
                 retry: true,
+                streamed,
                 ..
-            } => eprintln!("\n[retrying: {message}]"),
+            } => {
+                if *streamed && self.streaming {
+                    eprintln!("\n[retrying: {message}; the answer above restarts]");
+                } else {
+                    eprintln!("\n[retrying: {message}]");
+                }
+            }
             Event::ToolCall { title, .. } => eprintln!("\n→ {title}"),
             Event::ToolResult { status, output, .. } => {
                 let first = output.lines().next().unwrap_or_default();
@@ -131,7 +149,9 @@ pub async fn run(task: ExecTask) -> u8 {
     let daemon = Daemon::new(DaemonOptions {
         home: task.home,
         durability: Durability::Fsync,
-        sink: Arc::new(TerminalSink),
+        sink: Arc::new(TerminalSink {
+            streaming: std::io::IsTerminal::is_terminal(&std::io::stdout()),
+        }),
         bridge: Arc::new(NoClient),
     });
     daemon.workspace().set_roots(vec![task.workspace.clone()]);

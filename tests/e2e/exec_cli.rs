@@ -110,3 +110,25 @@ async fn exec_exit_status_follows_the_stop_reason() {
     let output = exec(&server, root.path(), &["x", "--mode", "yolo"]).await;
     assert_eq!(output.status.code(), Some(2));
 }
+
+#[tokio::test]
+async fn a_retried_stream_leaves_no_partial_text_on_piped_stdout() {
+    use crate::support::model_server::{Reply, SseStep};
+    let server = ModelServer::start().await;
+    let root = tempfile::tempdir().unwrap();
+    server.push(Reply::Sse(vec![
+        openai::delta(json!({"content": "Hal"})),
+        SseStep::Drop,
+    ]));
+    server.push(openai::text(["Hello ", "world"]));
+    let output = exec(&server, root.path(), &["greet"]).await;
+    assert!(output.status.success());
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap().trim(),
+        "Hello world"
+    );
+    assert!(String::from_utf8(output.stderr)
+        .unwrap()
+        .contains("[retrying"));
+    assert_eq!(server.requests().len(), 2);
+}
