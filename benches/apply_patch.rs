@@ -25,7 +25,7 @@ const FILE_BYTES: usize = 10 * 1024 * 1024;
 const HUNKS: usize = 20;
 
 fn line(i: usize) -> String {
-    if i % 100 == 0 {
+    if i.is_multiple_of(100) {
         format!(
             "fn block_{:07}(input: &mut State) -> Result<(), Error> {{",
             i / 100

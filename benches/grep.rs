@@ -55,7 +55,7 @@ fn file_text(n: usize) -> String {
             n * 31 + f
         ));
     }
-    if n % 25 == 0 {
+    if n.is_multiple_of(25) {
         text.push_str(&format!(
             "fn needle_{n}(haystack: &str) -> bool {{\n    haystack.contains(\"needle\")\n}}\n"
         ));

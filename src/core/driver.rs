@@ -1361,10 +1361,7 @@ fn secs(value: f64) -> Duration {
 
 fn cap_output(mut output: String) -> String {
     if output.len() > MAX_TOOL_OUTPUT {
-        let mut cut = MAX_TOOL_OUTPUT;
-        while !output.is_char_boundary(cut) {
-            cut -= 1;
-        }
+        let cut = output.floor_char_boundary(MAX_TOOL_OUTPUT);
         let dropped = output.len() - cut;
         output.truncate(cut);
         output.push_str(&format!("\n[... output truncated: {dropped} more bytes]"));

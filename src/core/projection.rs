@@ -518,10 +518,7 @@ impl Projection {
             if seen <= limits.keep_recent_results || content.len() <= limits.shorten_results_to {
                 continue;
             }
-            let mut cut = limits.shorten_results_to;
-            while !content.is_char_boundary(cut) {
-                cut -= 1;
-            }
+            let cut = content.floor_char_boundary(limits.shorten_results_to);
             let omitted = content.len() - cut;
             content.truncate(cut);
             content.push_str(&format!("\n[... {omitted} bytes of this old result omitted; run the tool again to see them]"));

@@ -563,20 +563,22 @@ impl CappedOutput {
                 self.head.push_str(piece);
                 return;
             }
-            let cut = floor_char_boundary(piece, room);
+            let cut = piece.floor_char_boundary(room);
             self.head.push_str(&piece[..cut]);
             self.head_full = true;
             self.tail_cap = self.max_bytes - self.head.len();
             piece = &piece[cut..];
         }
         if piece.len() >= self.tail_cap {
-            let start = ceil_char_boundary(piece, piece.len() - self.tail_cap);
+            let start = piece.ceil_char_boundary(piece.len() - self.tail_cap);
             self.tail.clear();
             self.tail.push_str(&piece[start..]);
         } else {
             self.tail.push_str(piece);
             if self.tail.len() > 2 * self.tail_cap {
-                let start = ceil_char_boundary(&self.tail, self.tail.len() - self.tail_cap);
+                let start = self
+                    .tail
+                    .ceil_char_boundary(self.tail.len() - self.tail_cap);
                 self.tail.drain(..start);
             }
         }
@@ -584,7 +586,7 @@ impl CappedOutput {
 
     fn tail_window(&self) -> &str {
         let excess = self.tail.len().saturating_sub(self.tail_cap);
-        &self.tail[ceil_char_boundary(&self.tail, excess)..]
+        &self.tail[self.tail.ceil_char_boundary(excess)..]
     }
 
     /// The kept text, with the elision marker if anything was dropped, and
@@ -599,22 +601,6 @@ impl CappedOutput {
         };
         (text, elided)
     }
-}
-
-fn floor_char_boundary(s: &str, index: usize) -> usize {
-    let mut i = index.min(s.len());
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-fn ceil_char_boundary(s: &str, index: usize) -> usize {
-    let mut i = index.min(s.len());
-    while !s.is_char_boundary(i) {
-        i += 1;
-    }
-    i
 }
 
 #[cfg(test)]

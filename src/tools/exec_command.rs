@@ -174,10 +174,7 @@ impl StreamBudget {
             self.left -= piece.len();
             return Some(piece.to_string());
         }
-        let mut cut = self.left;
-        while !piece.is_char_boundary(cut) {
-            cut -= 1;
-        }
+        let cut = piece.floor_char_boundary(self.left);
         self.left = 0;
         self.stopped = true;
         Some(format!(

@@ -381,7 +381,7 @@ impl<'a> Parser<'a, '_> {
         self.lines[self.pos..]
             .iter()
             .find(|(_, l)| !l.trim().is_empty())
-            .map_or(true, |(_, l)| l.trim_start().starts_with("***"))
+            .is_none_or(|(_, l)| l.trim_start().starts_with("***"))
     }
 
     fn update(&mut self, rest: &str, header_line: usize) -> Result<FileOp, PatchError> {
