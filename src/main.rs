@@ -65,11 +65,12 @@ async fn exec(
             return ExitCode::from(2);
         }
     };
-    if let Some(mode) = &mode {
-        if !["read-only", "review", "auto"].contains(&mode.as_str()) {
-            eprintln!("tandem: --mode `{mode}` is not one of read-only, review, auto");
-            return ExitCode::from(2);
-        }
+    if let Some(Err(e)) = mode
+        .as_deref()
+        .map(str::parse::<tandem::config::ApprovalMode>)
+    {
+        eprintln!("tandem: --mode {e}");
+        return ExitCode::from(2);
     }
     let workspace = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
     let code = exec::run(exec::ExecTask {

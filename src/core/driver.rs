@@ -1284,7 +1284,7 @@ async fn execute_call(
             format!(
                 "`{}` is not available in this session's mode ({}); available tools: {available}",
                 call.name,
-                mode_name(ctx.mode)
+                ctx.mode.as_str()
             )
         } else {
             format!("unknown tool `{}`; available tools: {available}", call.name)
@@ -1367,14 +1367,6 @@ fn cap_output(mut output: String) -> String {
         output.push_str(&format!("\n[... output truncated: {dropped} more bytes]"));
     }
     output
-}
-
-fn mode_name(mode: ApprovalMode) -> &'static str {
-    match mode {
-        ApprovalMode::ReadOnly => "read-only",
-        ApprovalMode::Review => "review",
-        ApprovalMode::Auto => "auto",
-    }
 }
 
 /// `stop` with tool calls means run them; `tool_calls` with none means stop.

@@ -312,11 +312,9 @@ async fn handle(
                 (Ok(s), Ok(m)) => (s, m),
                 (Err(e), _) | (_, Err(e)) => return bad(e),
             };
-            let mode = match mode {
-                "read-only" => crate::config::ApprovalMode::ReadOnly,
-                "review" => crate::config::ApprovalMode::Review,
-                "auto" => crate::config::ApprovalMode::Auto,
-                other => return bad(format!("invalid params: unknown mode `{other}`")),
+            let mode: crate::config::ApprovalMode = match mode.parse() {
+                Ok(mode) => mode,
+                Err(e) => return bad(format!("invalid params: modeId: {e}")),
             };
             match daemon.session(session_id) {
                 Ok(session) => {

@@ -2,7 +2,6 @@
 //! frontend: session events become `session/update`-shaped updates, wire
 //! prompts become user content, receipts become prompt results.
 
-use crate::config::ApprovalMode;
 use crate::core::event::{Event, InputQueue, ToolStatus, Usage, UserContent};
 use crate::core::log::LoggedEvent;
 use crate::core::session::TurnReceipt;
@@ -11,15 +10,6 @@ use crate::protocol::{
     UpdateParams, WireUsage,
 };
 use crate::tools::PlanStatus;
-
-/// The wire name of an approval mode.
-pub fn mode_id(mode: ApprovalMode) -> &'static str {
-    match mode {
-        ApprovalMode::ReadOnly => "read-only",
-        ApprovalMode::Review => "review",
-        ApprovalMode::Auto => "auto",
-    }
-}
 
 pub fn wire_usage(usage: &Usage) -> WireUsage {
     WireUsage {
@@ -180,7 +170,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             summarized: summary.is_some(),
         },
         Event::ModeChanged { mode } => SessionUpdate::CurrentModeUpdate {
-            current_mode_id: mode_id(*mode).to_string(),
+            current_mode_id: mode.as_str().to_string(),
         },
         Event::ToolResult {
             call_id,

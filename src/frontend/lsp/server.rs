@@ -469,16 +469,10 @@ impl Backend {
 
     async fn set_mode(&self, params: SetModeParams) -> Result<SetModeResult> {
         guarded("tandem/setMode", async move {
-            let mode = match params.mode.as_str() {
-                "read-only" => ApprovalMode::ReadOnly,
-                "review" => ApprovalMode::Review,
-                "auto" => ApprovalMode::Auto,
-                other => {
-                    return Err(Error::invalid_params(format!(
-                        "mode: `{other}` is not one of `read-only`, `review`, `auto`"
-                    )))
-                }
-            };
+            let mode: ApprovalMode = params
+                .mode
+                .parse()
+                .map_err(|e| Error::invalid_params(format!("mode: {e}")))?;
             let session = self
                 .daemon
                 .session(&params.session_id)
