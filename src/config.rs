@@ -124,6 +124,18 @@ impl LimitsConfig {
     pub fn chunk_timeout(&self) -> Duration {
         secs_to_duration(self.chunk_timeout_secs)
     }
+
+    pub fn idle_timeout(&self) -> Duration {
+        secs_to_duration(self.idle_timeout_secs)
+    }
+
+    pub fn activity_timeout(&self) -> Duration {
+        secs_to_duration(self.activity_timeout_secs)
+    }
+
+    pub fn activity_recent(&self) -> Duration {
+        secs_to_duration(self.activity_recent_secs)
+    }
 }
 
 fn secs_to_duration(secs: f64) -> Duration {

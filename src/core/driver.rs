@@ -455,8 +455,7 @@ impl Turn<'_> {
         }
         let now = Instant::now();
         let idle = now.duration_since(self.last_progress);
-        let idle_limit = secs(self.limits.idle_timeout_secs);
-        if idle > idle_limit {
+        if idle > self.limits.idle_timeout() {
             return Some(TurnEnd::new(
                 StopReason::Timeout,
                 format!(
@@ -467,9 +466,7 @@ impl Turn<'_> {
             ));
         }
         let active = now.duration_since(self.started);
-        if active > secs(self.limits.activity_timeout_secs)
-            && idle > secs(self.limits.activity_recent_secs)
-        {
+        if active > self.limits.activity_timeout() && idle > self.limits.activity_recent() {
             return Some(TurnEnd::new(
                 StopReason::Timeout,
                 format!(
@@ -1353,10 +1350,6 @@ async fn execute_call(
             )
         }
     }
-}
-
-fn secs(value: f64) -> Duration {
-    Duration::try_from_secs_f64(value.max(0.0)).unwrap_or(Duration::MAX)
 }
 
 fn cap_output(mut output: String) -> String {
