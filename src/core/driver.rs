@@ -671,12 +671,9 @@ impl Turn<'_> {
         }
     }
 
-    /// One streamed provider attempt with the adaptive timeouts.
+    /// One streamed provider attempt with the adaptive timeouts; chunks are
+    /// logged (and so streamed to the client) as they arrive.
     async fn attempt(&mut self, step: u32, attempt: u32) -> Result<Completion, AttemptFailure> {
-        let first_token = self
-            .limits
-            .first_token_timeout(self.projection.estimated_tokens());
-        let first_deadline = Instant::now() + first_token;
         let request = ModelRequest {
             messages: self.projection.messages(),
             tools: &self.tool_specs,
@@ -685,89 +682,42 @@ impl Turn<'_> {
                 n => Some(n),
             },
         };
-        let stalled_first = || AttemptFailure::Provider {
-            error: ProviderError::new(
-                ErrorKind::StreamStalled,
-                format!(
-                    "the model sent nothing within {:.0?} (first token timeout)",
-                    first_token
-                ),
-            ),
-            streamed: false,
-        };
-        let mut stream = tokio::select! {
-            result = tokio::time::timeout_at(first_deadline, self.env.provider.stream(request)) => match result {
-                Err(_) => return Err(stalled_first()),
-                Ok(Err(error)) => return Err(AttemptFailure::Provider { error, streamed: false }),
-                Ok(Ok(stream)) => stream,
-            },
-            _ = self.cancel.cancelled() => return Err(AttemptFailure::Cancelled),
-        };
-        let mut streamed = false;
-        let mut got_first = false;
-        let chunk_timeout = self.limits.chunk_timeout();
-        loop {
-            let deadline = if got_first {
-                Instant::now() + chunk_timeout
-            } else {
-                first_deadline
-            };
-            let next = tokio::select! {
-                next = tokio::time::timeout_at(deadline, stream.next()) => next,
-                _ = self.cancel.cancelled() => return Err(AttemptFailure::Cancelled),
-            };
-            let event = match next {
-                Err(_) if got_first => {
-                    return Err(AttemptFailure::Provider {
-                        error: ProviderError::new(
-                            ErrorKind::StreamStalled,
-                            format!("the model stream stalled: no data for {chunk_timeout:.0?}"),
-                        ),
-                        streamed,
-                    })
+        let input_tokens = self.projection.estimated_tokens();
+        let (log, turn_id, last_progress) =
+            (&self.session.log, &self.turn_id, &mut self.last_progress);
+        let on_delta = |delta: StreamEvent| match delta {
+            StreamEvent::TextDelta(text) => {
+                // Progress is new output for the user: text, not
+                // keep-alives, retries or empty deltas.
+                if !text.trim().is_empty() {
+                    *last_progress = Instant::now();
                 }
-                Err(_) => return Err(stalled_first()),
-                Ok(None) => {
-                    return Err(AttemptFailure::Provider {
-                        error: ProviderError::new(
-                            ErrorKind::StreamDropped,
-                            "the model stream ended before the answer was complete",
-                        ),
-                        streamed,
-                    })
-                }
-                Ok(Some(Err(error))) => return Err(AttemptFailure::Provider { error, streamed }),
-                Ok(Some(Ok(event))) => event,
-            };
-            got_first = true;
-            match event {
-                StreamEvent::TextDelta(text) => {
-                    streamed = true;
-                    // Progress is new output for the user: text, not
-                    // keep-alives, retries or empty deltas.
-                    if !text.trim().is_empty() {
-                        self.last_progress = Instant::now();
-                    }
-                    self.session.log.append(Event::AssistantChunk {
-                        turn_id: self.turn_id.clone(),
-                        step,
-                        attempt,
-                        text,
-                    });
-                }
-                StreamEvent::ThoughtDelta(text) => {
-                    streamed = true;
-                    self.session.log.append(Event::ThoughtChunk {
-                        turn_id: self.turn_id.clone(),
-                        step,
-                        attempt,
-                        text,
-                    });
-                }
-                StreamEvent::ToolCallStarted { .. } => {}
-                StreamEvent::Completed(completion) => return Ok(completion),
+                log.append(Event::AssistantChunk {
+                    turn_id: turn_id.clone(),
+                    step,
+                    attempt,
+                    text,
+                });
             }
-        }
+            StreamEvent::ThoughtDelta(text) => {
+                log.append(Event::ThoughtChunk {
+                    turn_id: turn_id.clone(),
+                    step,
+                    attempt,
+                    text,
+                });
+            }
+            _ => {}
+        };
+        stream_completion(
+            self.env.provider.as_ref(),
+            request,
+            self.limits,
+            input_tokens,
+            &self.cancel,
+            on_delta,
+        )
+        .await
     }
 
     /// Runs the calls of one response: parallel-safe calls in a bounded
@@ -931,30 +881,30 @@ impl Turn<'_> {
         };
         tracing::info!(removed = plan.to - plan.from, "compacting: {why}");
         let transcript = self.projection.transcript(plan);
-        let before = self.usage;
-        let (summary, error) = match self.summarize(transcript).await {
-            Ok(summary) => (Some(summary), None),
+        let (summary, error, usage) = match self.summarize(transcript).await {
+            Ok(done) if !done.text.trim().is_empty() => {
+                (Some(done.text.trim().to_string()), None, done.usage)
+            }
+            Ok(done) => (None, Some("the summary was empty".to_string()), done.usage),
             Err(e) => {
                 tracing::warn!("summarizing failed, dropping the oldest messages instead: {e}");
-                (None, Some(e.message))
+                (None, Some(e.message), Usage::default())
             }
         };
+        self.usage.add(&usage);
+        self.session_usage.add(&usage);
         self.record(Event::Compacted {
             turn_id: self.turn_id.clone(),
             summary,
             removed: plan.to - plan.from,
             keep_last: plan.keep_last,
             error,
-            usage: Usage {
-                input_tokens: self.usage.input_tokens - before.input_tokens,
-                output_tokens: self.usage.output_tokens - before.output_tokens,
-                cached_tokens: self.usage.cached_tokens - before.cached_tokens,
-            },
+            usage,
         });
     }
 
     /// One summarization call: no tools, the stream timeouts of a step.
-    async fn summarize(&mut self, transcript: String) -> Result<String, ProviderError> {
+    async fn summarize(&self, transcript: String) -> Result<Completion, ProviderError> {
         let messages = [
             ModelMessage::System {
                 text: SUMMARY_PROMPT.to_string(),
@@ -966,52 +916,20 @@ impl Turn<'_> {
             tools: &[],
             max_output_tokens: Some(2048),
         };
-        let first_deadline = Instant::now()
-            + self
-                .limits
-                .first_token_timeout((messages[1].len_hint() / 4) as u64);
-        let stalled = || {
-            ProviderError::new(
-                ErrorKind::StreamStalled,
-                "the summarizer sent nothing in time",
-            )
-        };
-        let mut stream = tokio::select! {
-            result = tokio::time::timeout_at(first_deadline, self.env.provider.stream(request)) => {
-                result.map_err(|_| stalled())??
-            }
-            _ = self.cancel.cancelled() => return Err(ProviderError::new(ErrorKind::StreamDropped, "cancelled")),
-        };
-        let mut deadline = first_deadline;
-        loop {
-            let next = tokio::select! {
-                next = tokio::time::timeout_at(deadline, stream.next()) => next.map_err(|_| stalled())?,
-                _ = self.cancel.cancelled() => return Err(ProviderError::new(ErrorKind::StreamDropped, "cancelled")),
-            };
-            deadline = Instant::now() + self.limits.chunk_timeout();
-            match next {
-                None => {
-                    return Err(ProviderError::new(
-                        ErrorKind::StreamDropped,
-                        "the summary stream ended early",
-                    ))
-                }
-                Some(Err(e)) => return Err(e),
-                Some(Ok(StreamEvent::Completed(completion))) => {
-                    self.usage.add(&completion.usage);
-                    self.session_usage.add(&completion.usage);
-                    let text = completion.text.trim().to_string();
-                    if text.is_empty() {
-                        return Err(ProviderError::new(
-                            ErrorKind::Protocol,
-                            "the summary was empty",
-                        ));
-                    }
-                    return Ok(text);
-                }
-                Some(Ok(_)) => {}
-            }
-        }
+        let input_tokens = (messages[1].len_hint() / 4) as u64;
+        stream_completion(
+            self.env.provider.as_ref(),
+            request,
+            self.limits,
+            input_tokens,
+            &self.cancel,
+            |_| {},
+        )
+        .await
+        .map_err(|failure| match failure {
+            AttemptFailure::Cancelled => ProviderError::new(ErrorKind::StreamDropped, "cancelled"),
+            AttemptFailure::Provider { error, .. } => error,
+        })
     }
 
     /// Runs the message-repair pipeline and logs each repair that fired.
@@ -1040,6 +958,84 @@ impl Turn<'_> {
             .map(|t| t.name.as_str())
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// Streams one provider call under the adaptive timeouts: the first chunk
+/// (the response headers included) within the first-token budget for
+/// `input_tokens`, then at most `chunk_timeout` between chunks. `on_delta`
+/// sees each text and reasoning delta as it is decoded. A stall, a drop or a
+/// stream that ends without completing is a failure, never a short answer.
+async fn stream_completion(
+    provider: &dyn Provider,
+    request: ModelRequest<'_>,
+    limits: &LimitsConfig,
+    input_tokens: u64,
+    cancel: &CancellationToken,
+    mut on_delta: impl FnMut(StreamEvent),
+) -> Result<Completion, AttemptFailure> {
+    let first_token = limits.first_token_timeout(input_tokens);
+    let first_deadline = Instant::now() + first_token;
+    let stalled_first = || AttemptFailure::Provider {
+        error: ProviderError::new(
+            ErrorKind::StreamStalled,
+            format!("the model sent nothing within {first_token:.0?} (first token timeout)"),
+        ),
+        streamed: false,
+    };
+    let mut stream = tokio::select! {
+        result = tokio::time::timeout_at(first_deadline, provider.stream(request)) => match result {
+            Err(_) => return Err(stalled_first()),
+            Ok(Err(error)) => return Err(AttemptFailure::Provider { error, streamed: false }),
+            Ok(Ok(stream)) => stream,
+        },
+        _ = cancel.cancelled() => return Err(AttemptFailure::Cancelled),
+    };
+    let mut streamed = false;
+    let mut got_first = false;
+    let chunk_timeout = limits.chunk_timeout();
+    loop {
+        let deadline = if got_first {
+            Instant::now() + chunk_timeout
+        } else {
+            first_deadline
+        };
+        let next = tokio::select! {
+            next = tokio::time::timeout_at(deadline, stream.next()) => next,
+            _ = cancel.cancelled() => return Err(AttemptFailure::Cancelled),
+        };
+        let event = match next {
+            Err(_) if got_first => {
+                return Err(AttemptFailure::Provider {
+                    error: ProviderError::new(
+                        ErrorKind::StreamStalled,
+                        format!("the model stream stalled: no data for {chunk_timeout:.0?}"),
+                    ),
+                    streamed,
+                })
+            }
+            Err(_) => return Err(stalled_first()),
+            Ok(None) => {
+                return Err(AttemptFailure::Provider {
+                    error: ProviderError::new(
+                        ErrorKind::StreamDropped,
+                        "the model stream ended before the answer was complete",
+                    ),
+                    streamed,
+                })
+            }
+            Ok(Some(Err(error))) => return Err(AttemptFailure::Provider { error, streamed }),
+            Ok(Some(Ok(event))) => event,
+        };
+        got_first = true;
+        match event {
+            StreamEvent::Completed(completion) => return Ok(completion),
+            StreamEvent::TextDelta(_) | StreamEvent::ThoughtDelta(_) => {
+                streamed = true;
+                on_delta(event);
+            }
+            StreamEvent::ToolCallStarted { .. } => {}
+        }
     }
 }
 
