@@ -167,14 +167,7 @@ async fn serve_lsp<R>(stdin: R) -> ExitCode
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
 {
-    match lsp::serve(
-        stdin,
-        lsp::Stdout::<tokio::io::Stdout>::Process,
-        tandem_home(),
-        durability(),
-    )
-    .await
-    {
+    match lsp::serve(stdin, tandem_home(), durability()).await {
         LspEnd::Clean => ExitCode::SUCCESS,
         LspEnd::ExitWithoutShutdown => ExitCode::from(1),
     }

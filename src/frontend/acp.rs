@@ -18,10 +18,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
-use tokio::sync::mpsc;
 
 use super::lsp::outgoing::Outgoing;
-use super::lsp::{Outbound, OutboundQueue};
+use super::lsp::{stdout_writer, OutboundQueue};
 use super::updates::{session_update, user_content};
 use crate::core::bridge::ClientAbilities;
 use crate::core::daemon::{Daemon, DaemonError, DaemonOptions, NewSession};
@@ -89,25 +88,12 @@ fn acp_stop_reason(reason: StopReason) -> &'static str {
     }
 }
 
-fn write_lines_blocking(mut rx: mpsc::UnboundedReceiver<Outbound>) {
-    use std::io::Write;
-    let stdout = std::io::stdout();
-    let mut stdout = stdout.lock();
-    while let Some(item) = rx.blocking_recv() {
-        match item {
-            Outbound::Frame(mut body) => {
-                body.push(b'\n');
-                if stdout.write_all(&body).is_err() || (rx.is_empty() && stdout.flush().is_err()) {
-                    return;
-                }
-            }
-            Outbound::Close(done) => {
-                let _ = stdout.flush();
-                let _ = done.send(());
-                return;
-            }
-        }
-    }
+/// ACP frames a message as one line.
+fn line(body: &[u8]) -> Vec<u8> {
+    let mut line = Vec::with_capacity(body.len() + 1);
+    line.extend_from_slice(body);
+    line.push(b'\n');
+    line
 }
 
 fn error_response(id: &Value, code: i64, message: &str) -> Value {
@@ -135,12 +121,7 @@ pub async fn serve<R>(stdin: R, home: PathBuf, durability: Durability)
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
-    let (out, rx) = OutboundQueue::channel();
-    std::thread::Builder::new()
-        .name("tandem-stdout".to_string())
-        .spawn(move || write_lines_blocking(rx))
-        .map_err(|e| tracing::error!("cannot start the stdout writer: {e}"))
-        .ok();
+    let out = stdout_writer(line);
     let outgoing = Outgoing::with_methods(
         out.clone(),
         "session/request_permission",

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tower_lsp::Server;
 
@@ -100,37 +100,6 @@ impl LspSink {
     }
 }
 
-async fn write_frames<W: AsyncWrite + Unpin>(
-    mut stdout: W,
-    mut rx: mpsc::UnboundedReceiver<Outbound>,
-) {
-    while let Some(item) = rx.recv().await {
-        match item {
-            Outbound::Frame(body) => {
-                let frame = encode(&body);
-                if let Err(e) = stdout.write_all(&frame).await {
-                    tracing::error!("cannot write to stdout: {e}");
-                    return;
-                }
-                // Flush when nothing else is waiting, so bursts share a
-                // flush but no frame waits for the next one.
-                if rx.is_empty() {
-                    if let Err(e) = stdout.flush().await {
-                        tracing::error!("cannot flush stdout: {e}");
-                        return;
-                    }
-                }
-            }
-            Outbound::Close(done) => {
-                let _ = stdout.flush().await;
-                let _ = done.send(());
-                return;
-            }
-        }
-    }
-    let _ = stdout.flush().await;
-}
-
 /// Smooths over two ways editors send "no params" that tower-lsp refuses:
 /// `"params": null` is dropped, and a `tandem/*` request without params gets
 /// `{}` (every tandem method takes an object whose fields may all be
@@ -155,24 +124,32 @@ fn normalize_params(message: &mut Value) -> bool {
     changed
 }
 
-/// Where frames go.
-pub enum Stdout<W> {
-    /// The process's stdout, written by a thread of its own: a frame is
-    /// written the moment it is queued, with no hand-off to tokio's
-    /// blocking pool per write (which costs a thread wake-up per frame).
-    Process,
-    /// Any async writer (tests, embedding).
-    Writer(W),
+/// How a message body becomes bytes on the wire (LSP: a `Content-Length`
+/// header; ACP: a trailing newline).
+pub(crate) type Framer = fn(&[u8]) -> Vec<u8>;
+
+/// Starts the thread that owns the process's stdout and returns the queue
+/// in front of it. A thread of its own writes each frame the moment it is
+/// queued, with no hand-off to tokio's blocking pool per write (a thread
+/// wake-up per frame), and flushes when nothing else is waiting.
+pub(crate) fn stdout_writer(frame: Framer) -> OutboundQueue {
+    let (out, rx) = OutboundQueue::channel();
+    std::thread::Builder::new()
+        .name("tandem-stdout".to_string())
+        .spawn(move || write_frames(rx, frame))
+        .map_err(|e| tracing::error!("cannot start the stdout writer: {e}"))
+        .ok();
+    out
 }
 
-fn write_frames_blocking(mut rx: mpsc::UnboundedReceiver<Outbound>) {
+fn write_frames(mut rx: mpsc::UnboundedReceiver<Outbound>, frame: Framer) {
     use std::io::Write;
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
     while let Some(item) = rx.blocking_recv() {
         match item {
             Outbound::Frame(body) => {
-                if let Err(e) = stdout.write_all(&encode(&body)) {
+                if let Err(e) = stdout.write_all(&frame(&body)) {
                     tracing::error!("cannot write to stdout: {e}");
                     return;
                 }
@@ -202,30 +179,12 @@ pub enum LspEnd {
     ExitWithoutShutdown,
 }
 
-/// Serves LSP on the given streams until `exit` or EOF.
-pub async fn serve<R, W>(
-    stdin: R,
-    stdout: Stdout<W>,
-    home: PathBuf,
-    durability: Durability,
-) -> LspEnd
+/// Serves LSP on stdin and the process's stdout until `exit` or EOF.
+pub async fn serve<R>(stdin: R, home: PathBuf, durability: Durability) -> LspEnd
 where
     R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let out = OutboundQueue(tx.clone());
-    let writer = match stdout {
-        Stdout::Process => {
-            std::thread::Builder::new()
-                .name("tandem-stdout".to_string())
-                .spawn(move || write_frames_blocking(rx))
-                .map_err(|e| tracing::error!("cannot start the stdout writer: {e}"))
-                .ok();
-            None
-        }
-        Stdout::Writer(stdout) => Some(tokio::spawn(write_frames(stdout, rx))),
-    };
+    let out = stdout_writer(encode);
 
     let outgoing = Outgoing::new(out.clone());
     let progress = Progress::new(out.clone(), outgoing.clone());
@@ -332,11 +291,6 @@ where
     {
         tracing::warn!("gave up waiting for in-flight requests at exit");
     }
-    let (done_tx, done_rx) = oneshot::channel();
-    let _ = tx.send(Outbound::Close(done_tx));
-    let _ = done_rx.await;
-    if let Some(writer) = writer {
-        let _ = writer.await;
-    }
+    out.close().await;
     end
 }
