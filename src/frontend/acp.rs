@@ -21,12 +21,12 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use super::lsp::outgoing::Outgoing;
 use super::lsp::{stdout_writer, OutboundQueue};
-use super::updates::{session_update, user_content};
+use super::updates::{daemon_error_parts, session_update, user_content};
 use crate::core::bridge::ClientAbilities;
 use crate::core::daemon::{Daemon, DaemonError, DaemonOptions, NewSession};
 use crate::core::event::StopReason;
 use crate::core::log::{Durability, EventSink, LoggedEvent};
-use crate::protocol::{error_code, ContentBlock, SessionUpdate};
+use crate::protocol::{ContentBlock, SessionUpdate};
 
 /// The ACP protocol version this frontend speaks.
 pub const ACP_PROTOCOL_VERSION: u32 = 1;
@@ -101,12 +101,12 @@ fn error_response(id: &Value, code: i64, message: &str) -> Value {
 }
 
 fn daemon_error(id: &Value, error: DaemonError) -> Value {
-    let code = match &error {
-        DaemonError::UnknownSession(_) => error_code::UNKNOWN_SESSION,
-        DaemonError::Config(_) => error_code::INVALID_CONFIG,
-        DaemonError::Storage(_) => error_code::SESSION_STORAGE,
-    };
-    error_response(id, code, &error.to_string())
+    let (code, message, data) = daemon_error_parts(error);
+    let mut response = error_response(id, code, &message);
+    if let Some(data) = data {
+        response["error"]["data"] = data;
+    }
+    response
 }
 
 fn string_param<'a>(params: &'a Value, field: &str) -> Result<&'a str, String> {

@@ -2,14 +2,29 @@
 //! frontend: session events become `session/update`-shaped updates, wire
 //! prompts become user content, receipts become prompt results.
 
+use crate::core::daemon::DaemonError;
 use crate::core::event::{Event, InputQueue, ToolStatus, Usage, UserContent};
 use crate::core::log::LoggedEvent;
 use crate::core::session::TurnReceipt;
 use crate::protocol::{
-    ContentBlock, EmbeddedResource, PlanEntry, PromptResult, SessionUpdate, ToolCallContent,
-    UpdateParams, WireUsage,
+    error_code, ContentBlock, EmbeddedResource, PlanEntry, PromptResult, SessionUpdate,
+    ToolCallContent, UpdateParams, WireUsage,
 };
 use crate::tools::PlanStatus;
+
+/// A daemon error as every wire reports it: tandem's error code, the
+/// message, and data naming what was unknown.
+pub fn daemon_error_parts(error: DaemonError) -> (i64, String, Option<serde_json::Value>) {
+    match error {
+        DaemonError::UnknownSession(id) => (
+            error_code::UNKNOWN_SESSION,
+            format!("unknown session `{id}`"),
+            Some(serde_json::json!({ "sessionId": id })),
+        ),
+        DaemonError::Config(e) => (error_code::INVALID_CONFIG, e.to_string(), None),
+        DaemonError::Storage(message) => (error_code::SESSION_STORAGE, message, None),
+    }
+}
 
 pub fn wire_usage(usage: &Usage) -> WireUsage {
     WireUsage {

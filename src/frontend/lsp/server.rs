@@ -21,9 +21,9 @@ use crate::buffers::{self, PositionEncoding, TextChange};
 use crate::config::ApprovalMode;
 use crate::core::bridge::ClientAbilities;
 use crate::core::daemon::{file_uri_to_path, Daemon, DaemonError, NewSession};
-use crate::frontend::updates::{prompt_result, user_content};
+use crate::frontend::updates::{daemon_error_parts, prompt_result, user_content};
 use crate::protocol::{
-    error_code, CancelParams, ClientTandemCapabilities, ListSessionsParams, LoadSessionParams,
+    CancelParams, ClientTandemCapabilities, ListSessionsParams, LoadSessionParams,
     LoadSessionResult, NewSessionParams, NewSessionResult, PromptParams, PromptResult,
     SetModeParams, SetModeResult, SteerParams, SteerResult, PROTOCOL_VERSION,
 };
@@ -70,22 +70,11 @@ pub fn build_service(
 }
 
 fn daemon_error(error: DaemonError) -> Error {
-    match error {
-        DaemonError::UnknownSession(id) => Error {
-            code: ErrorCode::ServerError(error_code::UNKNOWN_SESSION),
-            message: format!("unknown session `{id}`").into(),
-            data: Some(json!({ "sessionId": id })),
-        },
-        DaemonError::Config(e) => Error {
-            code: ErrorCode::ServerError(error_code::INVALID_CONFIG),
-            message: e.to_string().into(),
-            data: None,
-        },
-        DaemonError::Storage(message) => Error {
-            code: ErrorCode::ServerError(error_code::SESSION_STORAGE),
-            message: message.into(),
-            data: None,
-        },
+    let (code, message, data) = daemon_error_parts(error);
+    Error {
+        code: ErrorCode::ServerError(code),
+        message: message.into(),
+        data,
     }
 }
 
