@@ -20,7 +20,8 @@ use super::driver::{run_session, AdmissionHook, MaxInputChars, SessionEnv};
 use super::event::UserContent;
 use super::history::{list_session_logs, recover_interrupted, SessionSummary};
 use super::log::{
-    now_rfc3339, read_log, Durability, EventSink, LogHeader, NullSink, SessionLog, LOG_VERSION,
+    now_rfc3339, read_log, Durability, EventSink, LogHeader, LoggedEvent, NullSink, SessionLog,
+    LOG_VERSION,
 };
 use super::projection::Projection;
 use super::session::{RunState, Session, TurnReceipt};
@@ -184,9 +185,9 @@ impl Daemon {
 
     /// Loads a session from its log, closes a turn a crash left open, and
     /// replays the whole history to the sink (as the live turns produced
-    /// it) before returning. A session this daemon already runs is only
-    /// replayed.
-    pub fn load_session(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
+    /// it) before returning the session and the events it replayed. A
+    /// session this daemon already runs is only replayed.
+    pub fn load_session(&self, id: &str) -> Result<(Arc<Session>, Vec<LoggedEvent>), DaemonError> {
         // One load at a time: two concurrent loads of one session must not
         // both try to open (and lock) its log.
         let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
@@ -196,7 +197,7 @@ impl Daemon {
             for event in &events {
                 self.sink.on_replay(id, event);
             }
-            return Ok(session);
+            return Ok((session, events));
         }
         if !valid_session_id(id) {
             return Err(DaemonError::UnknownSession(id.to_string()));
@@ -240,7 +241,7 @@ impl Daemon {
             self.sink.on_replay(id, event);
         }
         self.start(session.clone(), workspace, projection);
-        Ok(session)
+        Ok((session, events))
     }
 
     /// Summaries of every session on disk, newest first.

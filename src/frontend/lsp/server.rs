@@ -505,18 +505,14 @@ impl Backend {
 
     async fn load_session(&self, params: LoadSessionParams) -> Result<LoadSessionResult> {
         guarded("tandem/loadSession", async move {
-            let session = self
+            let (session, events) = self
                 .daemon
                 .load_session(&params.session_id)
                 .map_err(daemon_error)?;
-            let replayed = crate::core::log::read_log(session.log.path())
-                .map(|(_, events)| {
-                    events
-                        .iter()
-                        .filter(|e| crate::frontend::updates::session_update(&e.event).is_some())
-                        .count()
-                })
-                .unwrap_or(0);
+            let replayed = events
+                .iter()
+                .filter(|e| crate::frontend::updates::session_update(&e.event).is_some())
+                .count();
             Ok(LoadSessionResult {
                 session_id: session.id.clone(),
                 replayed,
