@@ -88,8 +88,6 @@ async fn exec(
 fn list_sessions() -> ExitCode {
     let dir = tandem_home().join("sessions");
     let sessions = tandem::core::history::list_session_logs(&dir, &Default::default());
-    let mut sessions = sessions;
-    sessions.sort_by(|a, b| b.updated.cmp(&a.updated));
     if sessions.is_empty() {
         println!("no sessions in {}", dir.display());
     }

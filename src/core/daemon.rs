@@ -258,9 +258,7 @@ impl Daemon {
                 )
             })
             .collect();
-        let mut summaries = list_session_logs(&self.sessions_dir(), &running);
-        summaries.sort_by(|a, b| b.updated.cmp(&a.updated));
-        summaries
+        list_session_logs(&self.sessions_dir(), &running)
     }
 
     fn sessions_dir(&self) -> PathBuf {

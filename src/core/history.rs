@@ -121,8 +121,8 @@ pub struct SessionSummary {
     pub turn_count: usize,
 }
 
-/// Summaries of the logs in a directory; `running` says which sessions
-/// this daemon has loaded and whether a turn runs.
+/// Summaries of the logs in a directory, newest first; `running` says
+/// which sessions this daemon has loaded and whether a turn runs.
 pub fn list_session_logs(dir: &Path, running: &HashMap<String, bool>) -> Vec<SessionSummary> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -153,6 +153,7 @@ pub fn list_session_logs(dir: &Path, running: &HashMap<String, bool>) -> Vec<Ses
             }
         }
     }
+    out.sort_by(|a, b| b.updated.cmp(&a.updated));
     out
 }
 
@@ -205,8 +206,8 @@ fn summarize(path: &Path, running: &HashMap<String, bool>) -> Result<SessionSumm
     })
 }
 
-/// The first line of `text`, at most `max` characters.
-fn shorten(text: &str, max: usize) -> String {
+/// The first line of `text`, at most `max` characters (with `…` when cut).
+pub fn shorten(text: &str, max: usize) -> String {
     let line = text.lines().next().unwrap_or_default();
     if line.chars().count() <= max {
         line.to_string()

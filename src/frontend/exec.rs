@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::core::bridge::NoClient;
 use crate::core::daemon::{Daemon, DaemonOptions, NewSession};
 use crate::core::event::{Event, StopReason, ToolStatus, UserContent};
+use crate::core::history::shorten;
 use crate::core::log::{Durability, EventSink, LoggedEvent};
 
 /// What to run.
@@ -65,27 +66,17 @@ impl EventSink for TerminalSink {
                 }
             }
             Event::ToolCall { title, .. } => eprintln!("\n→ {title}"),
-            Event::ToolResult { status, output, .. } => {
-                let first = output.lines().next().unwrap_or_default();
-                match status {
-                    ToolStatus::Completed => eprintln!("  ✓ {}", shorten(first)),
-                    other => eprintln!("  ✗ {other:?}: {}", shorten(first)),
-                }
-            }
+            Event::ToolResult { status, output, .. } => match status {
+                // The first line of the output, shortened.
+                ToolStatus::Completed => eprintln!("  ✓ {}", shorten(output, 120)),
+                other => eprintln!("  ✗ {other:?}: {}", shorten(output, 120)),
+            },
             Event::ToolWaiting { waiting_for, .. } => {
                 eprintln!("  (needs {waiting_for}; no editor to ask)")
             }
             Event::Compacted { removed, .. } => eprintln!("[compacted {removed} old messages]"),
             _ => {}
         }
-    }
-}
-
-fn shorten(line: &str) -> String {
-    if line.chars().count() > 120 {
-        format!("{}…", line.chars().take(119).collect::<String>())
-    } else {
-        line.to_string()
     }
 }
 
