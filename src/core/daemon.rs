@@ -135,18 +135,6 @@ impl Daemon {
         Ok(())
     }
 
-    fn config_for(
-        &self,
-        roots: &[PathBuf],
-        init: &Value,
-        session: &Value,
-    ) -> Result<Config, ConfigError> {
-        ConfigBuilder::standard(&self.home, roots)?
-            .json("initializationOptions", init)?
-            .json("session config", session)?
-            .build()
-    }
-
     /// Creates a session and starts its task.
     pub fn new_session(&self, params: NewSession) -> Result<Arc<Session>, DaemonError> {
         let (workspace, roots) = self.workspace_for(params.workspace_folder.clone());
@@ -276,6 +264,8 @@ impl Daemon {
         }
     }
 
+    /// A session's configuration: the files and environment for its roots,
+    /// then `initializationOptions`, then its own overrides.
     fn session_config(
         &self,
         roots: &[PathBuf],
@@ -286,7 +276,10 @@ impl Daemon {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        Ok(self.config_for(roots, &init, overrides.unwrap_or(&Value::Null))?)
+        Ok(ConfigBuilder::standard(&self.home, roots)?
+            .json("initializationOptions", &init)?
+            .json("session config", overrides.unwrap_or(&Value::Null))?
+            .build()?)
     }
 
     /// Builds a session's environment and spawns its task.
