@@ -342,12 +342,12 @@ impl Session {
     }
 
     /// Allocates the id of the next turn.
-    pub fn next_turn_id(&self) -> TurnId {
+    fn next_turn_id(&self) -> TurnId {
         format!("t{}", self.next_turn.fetch_add(1, Ordering::Relaxed))
     }
 
     /// Marks a turn as running; its token is what `cancel` trips.
-    pub fn set_running(
+    fn set_running(
         &self,
         turn_id: TurnId,
         cancel: CancellationToken,
