@@ -347,12 +347,7 @@ impl Session {
     }
 
     /// Marks a turn as running; its token is what `cancel` trips.
-    fn set_running(
-        &self,
-        turn_id: TurnId,
-        cancel: CancellationToken,
-        prompt_id: Option<String>,
-    ) {
+    fn set_running(&self, turn_id: TurnId, cancel: CancellationToken, prompt_id: Option<String>) {
         *self.run_state.lock().unwrap_or_else(|e| e.into_inner()) = RunState::Running {
             turn_id,
             cancel,
