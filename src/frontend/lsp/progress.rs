@@ -129,23 +129,19 @@ impl Progress {
         let out = self.out.clone();
         let outgoing = self.outgoing.clone();
         tokio::spawn(async move {
-            // An editor that never answers gets no progress, and the
-            // request is withdrawn rather than left pending.
-            let give_up = CancellationToken::new();
-            let timer = give_up.clone();
-            let deadline = tokio::spawn(async move {
-                tokio::time::sleep(std::time::Duration::from_secs(10)).await;
-                timer.cancel();
-            });
-            let created = outgoing
-                .request(
+            // An editor that never answers gets no progress; dropping the
+            // request at the deadline withdraws it rather than leaving it
+            // pending.
+            let created = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                outgoing.request(
                     "window/workDoneProgress/create",
                     json!({"token": token}),
-                    &give_up,
-                )
-                .await;
-            deadline.abort();
-            if !matches!(created, BridgeOutcome::Answered(_)) {
+                    &CancellationToken::new(),
+                ),
+            )
+            .await;
+            if !matches!(created, Ok(BridgeOutcome::Answered(_))) {
                 tracing::debug!(token, "the client refused a progress token");
                 return;
             }
