@@ -469,3 +469,63 @@ async fn two_prompts_sent_back_to_back_get_their_own_receipts_in_order() {
         .any(|m| m["method"] == "tandem/update" && m["params"]["turnId"] == "t1");
     assert!(!t1_after);
 }
+
+#[tokio::test]
+async fn a_client_with_work_done_progress_sees_the_turn_begin_report_and_end() {
+    let server = ModelServer::start().await;
+    server.push(openai::tool_calls(&[(
+        "call_1",
+        "read_file",
+        r#"{"path":"a.txt"}"#,
+    )]));
+    server.push(openai::text(["done"]));
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("a.txt"), "alpha\n").unwrap();
+    let mut editor = Editor::spawn().await;
+    editor.on_request(|method, _| {
+        (method == "window/workDoneProgress/create").then_some(Value::Null)
+    });
+    editor
+        .initialize_with(
+            root.path(),
+            json!({"capabilities": {"window": {"workDoneProgress": true}}}),
+        )
+        .await;
+    let session = editor.new_session(config_for(&server)).await;
+    let (response, _) = editor.prompt(&session, "read").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    // The end may follow the receipt: progress waits for the client's
+    // answer to create.
+    let is_end = |m: &Value| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end";
+    let end = match editor.received.iter().find(|m| is_end(m)).cloned() {
+        Some(end) => end,
+        None => {
+            editor
+                .wait_notification("$/progress", |p| p["value"]["kind"] == "end")
+                .await
+        }
+    };
+    let token = end["params"]["token"].clone();
+    assert_eq!(end["params"]["value"]["message"], "end_turn");
+    let create = editor
+        .received
+        .iter()
+        .find(|m| m["method"] == "window/workDoneProgress/create")
+        .expect("a progress token was created");
+    assert_eq!(create["params"]["token"], token);
+    let values: Vec<&Value> = editor
+        .received
+        .iter()
+        .filter(|m| m["method"] == "$/progress" && m["params"]["token"] == token)
+        .map(|m| &m["params"]["value"])
+        .collect();
+    assert_eq!(values.first().unwrap()["kind"], "begin");
+    assert_eq!(values.first().unwrap()["cancellable"], true);
+    assert!(
+        values
+            .iter()
+            .any(|v| v["kind"] == "report" && v["message"] == "running: Read a.txt"),
+        "{values:?}"
+    );
+    assert_eq!(values.last().unwrap()["kind"], "end");
+}
