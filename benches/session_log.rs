@@ -5,7 +5,7 @@
 //! the default durability (`Durability::Fsync`: boundaries are fsynced,
 //! chunks are buffered), then 100,000 `assistant_chunk` events of a few
 //! bytes each (one token's text), timed from the first `append` to the
-//! return of the last; the final `flush` (write + fsync) is timed
+//! return of the last; the final `sync` (fsync) is timed
 //! separately. Once with `NullSink`, once with a sink that renders each
 //! event as the LSP frontend does (`update_params`, then the
 //! `tandem/update` JSON serialized to bytes), which is what a live daemon
@@ -88,7 +88,7 @@ fn append_chunks(dir: &Path, id: &str, sink: Arc<dyn EventSink>) -> (Duration, D
     }
     let appended = start.elapsed();
     let start = Instant::now();
-    log.flush();
+    log.sync();
     (appended, start.elapsed(), log.path().to_path_buf())
 }
 
@@ -249,7 +249,7 @@ fn main() {
     let append = Stats::of(&appends);
     let rate = EVENTS as f64 / append.median.as_secs_f64();
     report("  append, NullSink", &append);
-    report("  final flush + fsync", &Stats::of(&flushes));
+    report("  final sync (fsync)", &Stats::of(&flushes));
     println!(
         "  {:.0} events/s; log file {:.1} MB",
         rate,
@@ -293,7 +293,7 @@ fn main() {
         for event in events {
             log.append(event);
         }
-        log.flush();
+        log.sync();
         log.path().to_path_buf()
     };
     let (mut reads, mut loads, mut renders) = (Vec::new(), Vec::new(), Vec::new());

@@ -396,7 +396,7 @@ impl Daemon {
             .unwrap_or_else(|e| e.into_inner())
             .values()
         {
-            session.log.flush();
+            session.log.sync();
         }
     }
 }

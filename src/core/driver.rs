@@ -163,7 +163,7 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
         }
     }
     session.discard_inbox("the daemon is shutting down");
-    session.log.flush();
+    session.log.sync();
 }
 
 /// Spots the model calling the same tools over and over: a pattern of

@@ -304,18 +304,6 @@ impl SessionLog {
             tracing::error!(session = %self.session_id, "session log fsync failed: {e}");
         }
     }
-
-    /// Flushes buffered chunks to the file and fsyncs it.
-    pub fn flush(&self) {
-        let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let result = writer
-            .file
-            .flush()
-            .and_then(|_| writer.file.get_ref().sync_data());
-        if let Err(e) = result {
-            tracing::error!(session = %self.session_id, "session log flush failed: {e}");
-        }
-    }
 }
 
 fn write_line(
@@ -507,7 +495,7 @@ mod tests {
             log.append(Event::TurnStart {
                 turn_id: "t1".into(),
             });
-            log.flush();
+            log.sync();
             log.path().to_path_buf()
         };
         let mut file = OpenOptions::new().append(true).open(&path).unwrap();
@@ -524,7 +512,7 @@ mod tests {
             turn_id: "t2".into(),
         });
         assert_eq!(appended.seq, 2);
-        log.flush();
+        log.sync();
         let contents = read_log_contents(&path).unwrap();
         assert!(!contents.torn_tail);
         assert_eq!(contents.events.len(), 2);
