@@ -80,6 +80,7 @@ async fn exec(
         mode,
         home: tandem_home(),
         workspace,
+        durability: durability(),
     })
     .await;
     ExitCode::from(code)

@@ -30,6 +30,7 @@ pub struct ExecTask {
     pub mode: Option<String>,
     pub home: PathBuf,
     pub workspace: PathBuf,
+    pub durability: Durability,
 }
 
 /// Prints a session's events for a terminal.
@@ -139,7 +140,7 @@ fn attachment(file: &Path, range: Option<(usize, usize)>) -> Result<UserContent,
 pub async fn run(task: ExecTask) -> u8 {
     let daemon = Daemon::new(DaemonOptions {
         home: task.home,
-        durability: Durability::Fsync,
+        durability: task.durability,
         sink: Arc::new(TerminalSink {
             streaming: std::io::IsTerminal::is_terminal(&std::io::stdout()),
         }),
