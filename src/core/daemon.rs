@@ -140,15 +140,14 @@ impl Daemon {
         let (workspace, roots) = self.workspace_for(params.workspace_folder.clone());
         let config = self.session_config(&roots, params.config.as_ref())?;
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let created = now_rfc3339();
         let header = LogHeader {
             tandem_log: LOG_VERSION,
             session_id: id.clone(),
-            created: created.clone(),
-            title: params.title.clone(),
+            created: now_rfc3339(),
+            title: params.title,
             workspace: roots.clone(),
-            workspace_folder: params.workspace_folder.clone(),
-            config: params.config.clone(),
+            workspace_folder: params.workspace_folder,
+            config: params.config,
         };
         let log = SessionLog::create(
             &self.sessions_dir(),
@@ -159,9 +158,6 @@ impl Daemon {
         .map_err(|e| DaemonError::Storage(format!("cannot create the session: {e}")))?;
         let session = Arc::new(Session::new(
             id,
-            params.title,
-            created,
-            roots.clone(),
             config,
             Arc::new(log),
             self.shutdown.child_token(),
@@ -215,9 +211,6 @@ impl Daemon {
         let config = self.session_config(&roots, header.config.as_ref())?;
         let session = Arc::new(Session::new(
             header.session_id.clone(),
-            header.title.clone(),
-            header.created.clone(),
-            roots.clone(),
             config,
             Arc::new(log),
             self.shutdown.child_token(),

@@ -11,7 +11,6 @@
 //! `enqueue_*` returns.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -81,11 +80,10 @@ pub enum RunState {
 }
 
 /// One agent session.
+/// Its title, creation time and folders live in the log's header, where
+/// `listSessions` reads them.
 pub struct Session {
     pub id: String,
-    pub title: Option<String>,
-    pub created: String,
-    pub workspace: Vec<PathBuf>,
     pub config: Config,
     pub log: Arc<SessionLog>,
     inbox: Mutex<Inbox>,
@@ -112,18 +110,12 @@ pub struct Approvals {
 impl Session {
     pub fn new(
         id: String,
-        title: Option<String>,
-        created: String,
-        workspace: Vec<PathBuf>,
         config: Config,
         log: Arc<SessionLog>,
         shutdown: CancellationToken,
     ) -> Self {
         Session {
             id,
-            title,
-            created,
-            workspace,
             log,
             inbox: Mutex::new(Inbox::default()),
             wake: Notify::new(),
