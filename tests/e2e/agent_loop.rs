@@ -10,10 +10,7 @@ use crate::support::model_server::{openai, unused_base_url, ModelServer};
 
 /// Session config pointing at the scripted server, with fast retries.
 fn config_for(server: &ModelServer) -> Value {
-    json!({
-        "model": {"base_url": server.base_url(), "name": "scripted-model", "api_key_env": "TANDEM_TEST_NO_KEY"},
-        "limits": {"retry_base_delay_ms": 1, "retry_max_delay_ms": 5},
-    })
+    server.session_config()
 }
 
 async fn session_with(server: &ModelServer, root: &Path) -> (Editor, String) {

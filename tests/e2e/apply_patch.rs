@@ -10,11 +10,9 @@ use crate::support::client::{file_uri, Editor};
 use crate::support::model_server::{openai, ModelServer};
 
 fn config_for(server: &ModelServer, mode: &str) -> Value {
-    json!({
-        "model": {"base_url": server.base_url(), "name": "scripted-model", "api_key_env": "TANDEM_TEST_NO_KEY"},
-        "limits": {"retry_base_delay_ms": 1, "retry_max_delay_ms": 5},
-        "approval": {"mode": mode},
-    })
+    let mut config = server.session_config();
+    config["approval"] = json!({"mode": mode});
+    config
 }
 
 /// Client capabilities of an editor that reviews and applies workspace edits.

@@ -65,12 +65,9 @@ async fn session_with_big_history(
     server.push(openai::text(["read it"]));
     let mut editor = Editor::spawn().await;
     editor.initialize(root.path()).await;
-    let session = editor
-        .new_session(json!({
-            "model": {"base_url": server.base_url(), "context_window": context_window, "api_key_env": "TANDEM_TEST_NO_KEY"},
-            "limits": limits,
-        }))
-        .await;
+    let mut config = server.session_config_with(limits);
+    config["model"]["context_window"] = json!(context_window);
+    let session = editor.new_session(config).await;
     let (response, _) = editor.prompt(&session, "start here").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert_eq!(

@@ -258,19 +258,12 @@ impl Harness {
     }
 
     fn session(&self, limits: Value) -> Arc<Session> {
-        let mut all = json!({"retry_base_delay_ms": 1, "retry_max_delay_ms": 5});
-        if let (Some(all), Value::Object(extra)) = (all.as_object_mut(), limits) {
-            all.extend(extra);
-        }
+        let config = self.server.session_config_with(limits);
         self.daemon
             .new_session(NewSession {
                 workspace_folder: Some(self.root.path().to_path_buf()),
                 title: None,
-                config: Some(json!({
-                    "model": {"base_url": self.server.base_url(), "name": "scripted-model",
-                              "api_key_env": "TANDEM_TEST_NO_KEY"},
-                    "limits": all,
-                })),
+                config: Some(config),
             })
             .expect("new session")
     }

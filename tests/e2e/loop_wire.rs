@@ -14,14 +14,7 @@ use crate::support::model_server::{openai, ModelServer, RecordedRequest, Reply, 
 /// Session config pointing at the scripted server with fast retries;
 /// `limits` is merged over that.
 fn config(server: &ModelServer, limits: Value) -> Value {
-    let mut all = json!({"retry_base_delay_ms": 1, "retry_max_delay_ms": 5});
-    if let (Some(all), Value::Object(extra)) = (all.as_object_mut(), limits) {
-        all.extend(extra);
-    }
-    json!({
-        "model": {"base_url": server.base_url(), "name": "scripted-model", "api_key_env": "TANDEM_TEST_NO_KEY"},
-        "limits": all,
-    })
+    server.session_config_with(limits)
 }
 
 async fn session_with(server: &ModelServer, root: &Path, limits: Value) -> (Editor, String) {

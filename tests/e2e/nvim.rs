@@ -32,10 +32,8 @@ async fn neovim_streams_the_answer_into_the_chat_buffer_and_sends_unsaved_edits(
     let home = tempfile::tempdir().unwrap();
     let out = root.path().join("chat.txt");
     let plugin = concat!(env!("CARGO_MANIFEST_DIR"), "/editors/nvim");
-    let session_config = json!({
-        "model": {"base_url": server.base_url(), "name": "scripted-model", "api_key_env": "TANDEM_TEST_NO_KEY"},
-        "approval": {"mode": "read-only"},
-    });
+    let mut session_config = server.session_config();
+    session_config["approval"] = json!({"mode": "read-only"});
     let script = format!(
         r#"
 vim.opt.rtp:prepend({plugin})

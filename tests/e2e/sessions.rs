@@ -10,11 +10,9 @@ use crate::support::client::{agent_text, update_kinds, Editor, EditorOptions};
 use crate::support::model_server::{openai, ModelServer, Reply, SseStep};
 
 fn config_for(server: &ModelServer) -> Value {
-    json!({
-        "model": {"base_url": server.base_url(), "name": "scripted-model", "api_key_env": "TANDEM_TEST_NO_KEY"},
-        "limits": {"retry_base_delay_ms": 1, "retry_max_delay_ms": 5},
-        "approval": {"mode": "auto"},
-    })
+    let mut config = server.session_config();
+    config["approval"] = json!({"mode": "auto"});
+    config
 }
 
 async fn editor_in(home: Option<Arc<tempfile::TempDir>>, root: &Path) -> Editor {

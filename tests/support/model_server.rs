@@ -240,6 +240,25 @@ impl ModelServer {
         }
     }
 
+    /// A session `config` (as `tandem/newSession` takes it) pointing at this
+    /// server, with retries a few milliseconds apart so tests of failures
+    /// run fast.
+    pub fn session_config(&self) -> Value {
+        self.session_config_with(json!({}))
+    }
+
+    /// [`ModelServer::session_config`] with more `limits` (same keys win).
+    pub fn session_config_with(&self, limits: Value) -> Value {
+        let mut config = json!({
+            "model": {"base_url": self.base_url(), "name": MODEL_NAME, "api_key_env": "TANDEM_TEST_NO_KEY"},
+            "limits": {"retry_base_delay_ms": 1, "retry_max_delay_ms": 5},
+        });
+        if let (Some(all), Value::Object(extra)) = (config["limits"].as_object_mut(), limits) {
+            all.extend(extra);
+        }
+        config
+    }
+
     /// Scripts the next response (FIFO).
     pub fn push(&self, reply: Reply) {
         lock(&self.state.replies).push_back(reply);
