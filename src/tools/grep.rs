@@ -350,28 +350,7 @@ fn render(found: Found, limit: usize, pattern: &str, shown: &str, glob: Option<&
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    use std::sync::Arc;
-
-    use crate::buffers::BufferCache;
-    use crate::workspace::Workspace;
-    use tokio_util::sync::CancellationToken;
-
-    /// A temp dir that is not a git repository, with the given files.
-    fn workspace_with(files: &[(&str, &str)]) -> (tempfile::TempDir, ToolContext) {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            let path = dir.path().join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        let ctx = ToolContext::new(
-            Arc::new(Workspace::new(vec![dir.path().to_path_buf()])),
-            Arc::new(BufferCache::new()),
-            CancellationToken::new(),
-        );
-        (dir, ctx)
-    }
+    use crate::tools::test_support::workspace_with;
 
     async fn grep(ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         Grep.run(args, ctx).await

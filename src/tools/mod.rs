@@ -247,3 +247,32 @@ impl ToolRegistry {
         self.tools.iter().find(|t| t.name() == name)
     }
 }
+
+/// Shared by the tools' unit tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::sync::Arc;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::ToolContext;
+    use crate::buffers::BufferCache;
+    use crate::workspace::Workspace;
+
+    /// A temp dir that is not a git repository, with the given files, and a
+    /// context whose only root it is.
+    pub fn workspace_with(files: &[(&str, &str)]) -> (tempfile::TempDir, ToolContext) {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let ctx = ToolContext::new(
+            Arc::new(Workspace::new(vec![dir.path().to_path_buf()])),
+            Arc::new(BufferCache::new()),
+            CancellationToken::new(),
+        );
+        (dir, ctx)
+    }
+}

@@ -193,30 +193,7 @@ fn number_lines(text: &str, offset: usize, limit: usize, shown: &str) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-
-    use crate::buffers::BufferCache;
-    use crate::workspace::Workspace;
-    use tokio_util::sync::CancellationToken;
-
-    fn context(root: &Path) -> ToolContext {
-        ToolContext::new(
-            Arc::new(Workspace::new(vec![root.to_path_buf()])),
-            Arc::new(BufferCache::new()),
-            CancellationToken::new(),
-        )
-    }
-
-    fn workspace_with(files: &[(&str, &str)]) -> (tempfile::TempDir, ToolContext) {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            let path = dir.path().join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        let ctx = context(dir.path());
-        (dir, ctx)
-    }
+    use crate::tools::test_support::workspace_with;
 
     async fn read(ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         ReadFile.run(args, ctx).await
