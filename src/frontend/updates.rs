@@ -26,19 +26,13 @@ pub fn daemon_error_parts(error: DaemonError) -> (i64, String, Option<serde_json
     }
 }
 
-pub fn wire_usage(usage: &Usage) -> WireUsage {
+/// Token counts on the wire, with their cost when the price is known.
+fn priced(usage: &Usage, cost: Option<f64>) -> WireUsage {
     WireUsage {
         input_tokens: usage.input_tokens,
         output_tokens: usage.output_tokens,
         cached_tokens: usage.cached_tokens,
-        cost_usd: None,
-    }
-}
-
-fn priced(usage: &Usage, cost: Option<f64>) -> WireUsage {
-    WireUsage {
         cost_usd: cost,
-        ..wire_usage(usage)
     }
 }
 
