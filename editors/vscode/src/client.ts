@@ -9,7 +9,7 @@
  */
 import * as vscode from 'vscode';
 import {
-  LanguageClient, LanguageClientOptions, ServerOptions, StaticFeature, TransportKind,
+  LanguageClient, LanguageClientOptions, ServerOptions, StaticFeature,
   ClientCapabilities, ServerCapabilities, FeatureState, Middleware,
 } from 'vscode-languageclient/node';
 import { RUN_TASK_COMMAND, TANDEM_EXPERIMENTAL_CAPABILITIES } from './lsp_ext';
@@ -52,8 +52,8 @@ export interface ClientSetup {
 export function createClient(setup: ClientSetup): LanguageClient {
   const run = {
     command: setup.binary,
+    // No `transport`: the library would append `--stdio`, which `tandem lsp` refuses.
     args: ['lsp'],
-    transport: TransportKind.stdio,
     options: { env: setup.env },
   };
   const serverOptions: ServerOptions = { run, debug: run };

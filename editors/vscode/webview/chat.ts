@@ -58,6 +58,7 @@ const input = h('textarea', { class: 'prompt', rows: '3', placeholder: 'Ask tand
 const stopButton = button('Stop', () => vscode.postMessage({ type: 'cancel' }), 'stop');
 const sendButton = button('Send', () => send(), 'send');
 const modeSelect = h('select', { class: 'mode', 'aria-label': 'Approval mode', title: 'Approval mode' });
+modeSelect.append(h('option', { value: '', disabled: '', selected: '' }, 'mode…'));
 for (const m of APPROVAL_MODES) modeSelect.append(h('option', { value: m }, m));
 modeSelect.addEventListener('change', () => vscode.postMessage({ type: 'setMode', mode: modeSelect.value as ApprovalMode }));
 const attachSelection = h('input', { type: 'checkbox', id: 'attach-selection' });
