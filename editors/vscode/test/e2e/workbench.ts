@@ -145,11 +145,14 @@ export class Workbench {
     await this.page.keyboard.press('Enter');
   }
 
-  /** Opens a file of the folder in an editor from the Explorer. */
+  /** Opens a file of the folder in an editor through Quick Open. */
   async openFile(rel: string): Promise<void> {
-    const row = this.page.locator('.explorer-folders-view .monaco-list-row', { hasText: rel }).first();
-    await row.waitFor({ timeout: 30_000 });
-    await row.dblclick();
+    await this.page.keyboard.press('F1');
+    const input = this.page.locator('.quick-input-widget input');
+    await input.waitFor();
+    await input.fill(rel);
+    await this.page.locator('.quick-input-list .monaco-list-row', { hasText: rel }).first().waitFor({ timeout: 30_000 });
+    await this.page.keyboard.press('Enter');
     await this.page.locator(`.tab[aria-label*="${rel}"]`).first().waitFor();
     await this.page.locator('.editor-group-container.active .monaco-editor .view-lines').first().click();
   }

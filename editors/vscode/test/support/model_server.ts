@@ -91,6 +91,11 @@ export class ModelServer {
     };
   }
 
+  /** Drops the replies nobody asked for (after a failed test). */
+  clear(): void {
+    this.queue.length = 0;
+  }
+
   push(...replies: Reply[]): void {
     this.queue.push(...replies);
   }
