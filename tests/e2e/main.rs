@@ -18,3 +18,4 @@ mod provider_anthropic;
 mod provider_openai;
 mod real_model;
 mod sessions;
+mod tasks;
