@@ -16,7 +16,7 @@ mod common;
 #[path = "common/inproc.rs"]
 mod inproc;
 #[allow(dead_code)]
-#[path = "../tests/support/model_server.rs"]
+#[path = "../tests/support/model_server/mod.rs"]
 mod model_server;
 
 use std::sync::Arc;
@@ -24,9 +24,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tandem::core::daemon::NewSession;
-use tandem::core::event::{Event, StopReason, UserContent};
 use tandem::core::log::Durability;
 use tandem::tools::{ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
+use tandem::vocab::event::{Event, StopReason, UserContent};
 
 use common::{env_usize, fmt, ms, report, verdict, Stats};
 use inproc::{daemon, model_server_thread, session_config, StampingSink};

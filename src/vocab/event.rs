@@ -1,0 +1,418 @@
+//! The one vocabulary of a session: every fact about a session is an
+//! [`Event`] appended to its log. The model's context, what editors see and a
+//! restarted daemon's state are all projections of the sequence of events.
+//!
+//! Events serialize as one JSON object per line (`type` tag, snake_case
+//! fields); the shapes here are the on-disk format of `sessions/<id>.jsonl`,
+//! so changing a field is a log-format change.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Identifier of one turn within a session (`t1`, `t2`, ...).
+pub type TurnId = String;
+
+/// Token counts of one provider call, or summed over a turn or session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Input tokens served from the provider's prompt cache: a subset of
+    /// `input_tokens` (providers that report them separately, like
+    /// Anthropic, have them added to `input_tokens` too).
+    #[serde(default)]
+    pub cached_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cached_tokens += other.cached_tokens;
+    }
+
+    /// Every token of the calls: the whole input (cached included) and
+    /// the output.
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+}
+
+/// Why a turn ended. Serialized as the wire's `stopReason` strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    MaxTokens,
+    MaxIterations,
+    TokenBudget,
+    Timeout,
+    LoopDetected,
+    Refusal,
+    Cancelled,
+    Blocked,
+    Error,
+    /// Synthesized on load for a turn whose log never closed.
+    Interrupted,
+}
+
+impl StopReason {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::MaxIterations => "max_iterations",
+            StopReason::TokenBudget => "token_budget",
+            StopReason::Timeout => "timeout",
+            StopReason::LoopDetected => "loop_detected",
+            StopReason::Refusal => "refusal",
+            StopReason::Cancelled => "cancelled",
+            StopReason::Blocked => "blocked",
+            StopReason::Error => "error",
+            StopReason::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// How a provider call finished, normalized across providers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// The model finished its answer (`stop`, `end_turn`).
+    Stop,
+    /// The model wants tools run (`tool_calls`, `tool_use`).
+    ToolCalls,
+    /// The output hit the token limit (`length`, `max_tokens`).
+    Length,
+    /// A stop sequence matched.
+    StopSequence,
+    /// The provider filtered the content or the model refused.
+    ContentFilter,
+}
+
+/// A tool call as the model made it. `arguments` is the raw JSON text the
+/// model produced; it may be malformed, which is the tool's error to report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallRequest {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A reasoning block the provider wants back verbatim on the next request
+/// (Anthropic's `thinking` with its `signature`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thinking {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+/// Outcome of one tool call, as the model will read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    /// The tool ran and produced its output.
+    Completed,
+    /// The tool ran (or tried to) and failed; the output says why.
+    Failed,
+    /// The tool was running and was killed (cancel, timeout).
+    Aborted,
+    /// The tool was never started (cancelled before dispatch, loop stop).
+    NotRun,
+    /// The user or the approval mode refused it.
+    Rejected,
+}
+
+/// A block of user content. Mirrors the wire's ContentBlock but is the core's
+/// own type; frontends convert.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum UserContent {
+    Text {
+        text: String,
+    },
+    /// A file or selection the user attached; `text` is its content when the
+    /// client embedded it.
+    Resource {
+        uri: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
+}
+
+/// Which inbox queue an input went to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputQueue {
+    /// `prompt`: one turn each, in order.
+    #[default]
+    NextTurn,
+    /// `steer`: claimed in a batch at the next step boundary.
+    NextStep,
+}
+
+/// One entry of a session log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// User input was accepted into one of the inbox queues (pending).
+    InputQueued {
+        message_id: String,
+        #[serde(default)]
+        queue: InputQueue,
+        content: Vec<UserContent>,
+    },
+    /// Pending inputs were taken by a turn at a step boundary (claimed);
+    /// each then becomes a `user_message` (entered) or `input_discarded`.
+    InputClaimed {
+        turn_id: TurnId,
+        message_ids: Vec<String>,
+    },
+    /// A queued prompt was dropped without becoming a turn (cancel
+    /// cleared the inbox, shutdown).
+    InputDiscarded {
+        message_id: String,
+        reason: String,
+    },
+    TurnStart {
+        turn_id: TurnId,
+    },
+    /// A queued input became a user message of this turn.
+    UserMessage {
+        turn_id: TurnId,
+        message_id: String,
+        content: Vec<UserContent>,
+    },
+    StepStart {
+        turn_id: TurnId,
+        step: u32,
+    },
+    /// A streamed fragment of the assistant's answer.
+    AssistantChunk {
+        turn_id: TurnId,
+        step: u32,
+        attempt: u32,
+        text: String,
+    },
+    /// A streamed fragment of the model's reasoning.
+    ThoughtChunk {
+        turn_id: TurnId,
+        step: u32,
+        attempt: u32,
+        text: String,
+    },
+    /// The completion anchor: one per successful provider call, with the
+    /// whole message. The projection reads these, never the chunks.
+    AssistantMessage {
+        turn_id: TurnId,
+        step: u32,
+        attempt: u32,
+        provider: String,
+        model: String,
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thinking: Option<Thinking>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCallRequest>,
+        finish_reason: FinishReason,
+        usage: Usage,
+    },
+    /// A provider call failed; `retry` says whether the driver tries again.
+    AttemptFailed {
+        turn_id: TurnId,
+        step: u32,
+        attempt: u32,
+        error_kind: String,
+        message: String,
+        retry: bool,
+        /// Whether this attempt had already streamed text to the client,
+        /// which must then discard it (`agent_message_reset`).
+        #[serde(default)]
+        streamed: bool,
+    },
+    /// The message-repair pipeline changed the model's view of the history
+    /// before a provider call.
+    HistoryRepaired {
+        turn_id: TurnId,
+        repair: String,
+        reason: String,
+    },
+    /// The oldest part of the history was replaced by a summary (or, when
+    /// summarizing failed, dropped) to fit the context window. The
+    /// projection keeps the system prompt, the first user message and the
+    /// `keep_last` most recent messages; the original events stay in the log.
+    Compacted {
+        turn_id: TurnId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+        /// How many messages the summary stands for.
+        removed: usize,
+        keep_last: usize,
+        /// Why there is no summary, when there is none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// Tokens the summarization call used (counted in turn and session
+        /// usage like any call).
+        #[serde(default)]
+        usage: Usage,
+    },
+    /// The same tool calls kept repeating; the batch was not run.
+    LoopDetected {
+        turn_id: TurnId,
+        description: String,
+    },
+    /// A tool call was dispatched (or about to be refused).
+    ToolCall {
+        turn_id: TurnId,
+        call_id: String,
+        name: String,
+        arguments: Value,
+        title: String,
+        kind: String,
+    },
+    /// A piece of a running tool's output (buffered like chunks).
+    ToolOutput {
+        turn_id: TurnId,
+        call_id: String,
+        text: String,
+    },
+    /// The file changes a tool proposed or made, for editors to render.
+    ToolDiff {
+        turn_id: TurnId,
+        call_id: String,
+        files: Vec<FileDiff>,
+    },
+    /// A tool call waits for the user (`permission` or `input`).
+    ToolWaiting {
+        turn_id: TurnId,
+        call_id: String,
+        waiting_for: String,
+    },
+    /// The user's (or the mode's) decision on a call that needed approval.
+    /// `scope` is what `allow_always`/`reject_always` remember.
+    ApprovalDecided {
+        turn_id: TurnId,
+        call_id: String,
+        decision: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scope: Option<String>,
+    },
+    /// The agent's plan (`update_plan`).
+    Plan {
+        turn_id: TurnId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        explanation: Option<String>,
+        steps: Vec<crate::vocab::plan::PlanStep>,
+    },
+    /// The session's approval mode changed (`tandem/setMode`).
+    ModeChanged {
+        mode: crate::vocab::approval::ApprovalMode,
+    },
+    /// A tool call began running.
+    ToolStarted {
+        turn_id: TurnId,
+        call_id: String,
+    },
+    ToolResult {
+        turn_id: TurnId,
+        call_id: String,
+        status: ToolStatus,
+        output: String,
+    },
+    StepEnd {
+        turn_id: TurnId,
+        step: u32,
+    },
+    /// Usage so far, after a provider call, with its cost in US dollars
+    /// when the model's price is known.
+    UsageUpdate {
+        turn_id: TurnId,
+        call: Usage,
+        turn: Usage,
+        session: Usage,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost: Option<Cost>,
+    },
+    TurnEnd {
+        turn_id: TurnId,
+        stop_reason: StopReason,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        usage: Usage,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+    },
+}
+
+/// One file of a tool's change: absolute path, the text before (none for a
+/// new file) and after (empty for a deleted one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDiff {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_text: Option<String>,
+    pub new_text: String,
+}
+
+/// Costs in US dollars of a call, its turn and its session.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    pub call: f64,
+    pub turn: f64,
+    pub session: f64,
+}
+
+impl Event {
+    /// The turn this event belongs to, if any.
+    pub fn turn_id(&self) -> Option<&str> {
+        match self {
+            Event::InputQueued { .. }
+            | Event::InputDiscarded { .. }
+            | Event::ModeChanged { .. } => None,
+            Event::TurnStart { turn_id }
+            | Event::UserMessage { turn_id, .. }
+            | Event::InputClaimed { turn_id, .. }
+            | Event::HistoryRepaired { turn_id, .. }
+            | Event::Compacted { turn_id, .. }
+            | Event::LoopDetected { turn_id, .. }
+            | Event::StepStart { turn_id, .. }
+            | Event::AssistantChunk { turn_id, .. }
+            | Event::ThoughtChunk { turn_id, .. }
+            | Event::AssistantMessage { turn_id, .. }
+            | Event::AttemptFailed { turn_id, .. }
+            | Event::ToolCall { turn_id, .. }
+            | Event::ToolStarted { turn_id, .. }
+            | Event::ToolOutput { turn_id, .. }
+            | Event::ToolDiff { turn_id, .. }
+            | Event::ToolWaiting { turn_id, .. }
+            | Event::ApprovalDecided { turn_id, .. }
+            | Event::Plan { turn_id, .. }
+            | Event::ToolResult { turn_id, .. }
+            | Event::StepEnd { turn_id, .. }
+            | Event::UsageUpdate { turn_id, .. }
+            | Event::TurnEnd { turn_id, .. } => Some(turn_id),
+        }
+    }
+
+    /// Whether appending the event fsyncs the log: what the user was told
+    /// is accepted (queued input, approvals, mode changes) and turn ends.
+    /// Tool calls and results are synced by the driver once per batch
+    /// (`SessionLog::sync` in `core::log`) — before the calls run and
+    /// before their results go to the model — so a step costs one fsync,
+    /// not one per call. Everything else reaches the OS but is not synced.
+    pub fn is_durable_boundary(&self) -> bool {
+        matches!(
+            self,
+            Event::InputQueued { .. }
+                | Event::InputDiscarded { .. }
+                | Event::UserMessage { .. }
+                | Event::ApprovalDecided { .. }
+                | Event::ModeChanged { .. }
+                | Event::Compacted { .. }
+                | Event::TurnEnd { .. }
+        )
+    }
+}
