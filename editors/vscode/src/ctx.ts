@@ -64,7 +64,7 @@ export class Ctx implements vscode.Disposable {
     this.client = undefined;
     for (const d of this.clientDisposables) d.dispose();
     this.clientDisposables = [];
-    this.review.withdrawAll('the daemon was stopped');
+    this.review.withdrawAll('the daemon was stopped', true);
     if (client) {
       try {
         await client.stop(2000);

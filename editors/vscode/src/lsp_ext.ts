@@ -64,7 +64,16 @@ export const loadSession = new RequestType<{ sessionId: string }, { sessionId: s
 // ---- keybinding tasks (issue 11) -------------------------------------------
 
 export interface LspRange { start: { line: number; character: number }; end: { line: number; character: number } }
-export interface RunTaskArgs { task: string; uri: string; range: LspRange; version?: number; diagnostics?: unknown[] }
+export interface RunTaskArgs {
+  task: string;
+  uri: string;
+  range: LspRange;
+  version?: number;
+  diagnostics?: unknown[];
+  instruction?: string;
+  sessionId?: string;
+}
+export interface StartedTaskResult { sessionId: string; turnId: string | null }
 export interface RunTaskParams {
   task: string;
   textDocument: { uri: string; version?: number };
@@ -130,6 +139,8 @@ export const requestUserInput = new RequestType<RequestUserInputParams, RequestU
 
 /** `tandem-patch-<toolCallId>`: the change annotation of one agent patch. */
 export const PATCH_ANNOTATION_PREFIX = 'tandem-patch-';
+/** `tandem-task-<turnId>`: the change annotation of a task's inline edit of a selection. */
+export const TASK_ANNOTATION_PREFIX = 'tandem-task-';
 
 /** The client capabilities tandem reads beyond the language client's own. */
 export const TANDEM_EXPERIMENTAL_CAPABILITIES = { requestPermission: true, requestUserInput: true } as const;

@@ -10,7 +10,7 @@
 import * as vscode from 'vscode';
 import type { ApplyWorkspaceEditParams, ApplyWorkspaceEditResult } from 'vscode-languageserver-protocol';
 import {
-  applyTextEdits, editsFor, filesOf, needsConfirmation, toolCallIdOf, withoutConfirmation,
+  applyTextEdits, editsFor, filesOf, needsConfirmation, proposalOf, withoutConfirmation,
 } from './review_edits';
 import type { LocalEvent } from './chat/transcript';
 
@@ -20,6 +20,7 @@ type Next = (params: ApplyWorkspaceEditParams) => Thenable<ApplyWorkspaceEditRes
 
 interface Pending {
   toolCallId: string;
+  kind: 'patch' | 'task';
   params: ApplyWorkspaceEditParams;
   next: Next;
   resolve: (r: ApplyWorkspaceEditResult) => void;
@@ -35,16 +36,17 @@ export class Review implements vscode.TextDocumentContentProvider, vscode.Dispos
   constructor(private readonly emit: (e: LocalEvent) => void) {}
 
   dispose(): void {
-    for (const id of [...this.pending.keys()]) this.settle(id, { applied: false, failureReason: 'the editor closed' }, 'withdrawn');
+    this.withdrawAll('the editor closed', true);
     this.changed.dispose();
   }
 
   /** The language client's `workspace.handleApplyEdit` middleware. */
   async handleApplyEdit(params: ApplyWorkspaceEditParams, next: Next): Promise<ApplyWorkspaceEditResult> {
-    const toolCallId = toolCallIdOf(params);
-    if (!needsConfirmation(params) || toolCallId === undefined) return next(params);
+    const proposal = proposalOf(params);
+    if (!needsConfirmation(params) || proposal === undefined) return next(params);
+    const toolCallId = proposal.id;
     const result = new Promise<ApplyWorkspaceEditResult>((resolve) => {
-      this.pending.set(toolCallId, { toolCallId, params, next, resolve });
+      this.pending.set(toolCallId, { toolCallId, kind: proposal.kind, params, next, resolve });
     });
     this.emit({
       local: 'proposal',
@@ -122,9 +124,15 @@ export class Review implements vscode.TextDocumentContentProvider, vscode.Dispos
     return applyTextEdits(current, editsFor(p.params, target));
   }
 
-  /** The daemon gave up on the proposal (turn ended or cancelled). */
-  withdrawAll(reason: string): void {
-    for (const id of [...this.pending.keys()]) this.settle(id, { applied: false, failureReason: reason }, 'withdrawn');
+  /**
+   * The daemon gave up on the agent's patches (their turn ended or was
+   * cancelled). A task's inline edit is proposed after its turn, so it stays
+   * unless `all` (the daemon stopped).
+   */
+  withdrawAll(reason: string, all = false): void {
+    for (const [id, p] of [...this.pending]) {
+      if (all || p.kind === 'patch') this.settle(id, { applied: false, failureReason: reason }, 'withdrawn');
+    }
   }
 
   private settle(toolCallId: string, result: ApplyWorkspaceEditResult, outcome: string): void {

@@ -4,7 +4,7 @@
  * same edit without `needsConfirmation` (for "Accept all"). No VS Code here.
  */
 import type { ApplyWorkspaceEditParams, TextEdit, AnnotatedTextEdit, TextDocumentEdit } from 'vscode-languageserver-protocol';
-import { PATCH_ANNOTATION_PREFIX } from './lsp_ext';
+import { PATCH_ANNOTATION_PREFIX, TASK_ANNOTATION_PREFIX } from './lsp_ext';
 
 type DocumentChange = NonNullable<ApplyWorkspaceEditParams['edit']['documentChanges']>[number];
 
@@ -23,6 +23,18 @@ export function toolCallIdOf(params: ApplyWorkspaceEditParams): string | undefin
     if (id.startsWith(PATCH_ANNOTATION_PREFIX)) return id.slice(PATCH_ANNOTATION_PREFIX.length);
   }
   return undefined;
+}
+
+/**
+ * Which proposal this is: an agent patch (keyed by its tool call) or a
+ * task's inline edit (`tandem-task-<turnId>`, keyed by the annotation id),
+ * or undefined for an edit tandem did not annotate.
+ */
+export function proposalOf(params: ApplyWorkspaceEditParams): { id: string; kind: 'patch' | 'task' } | undefined {
+  const patch = toolCallIdOf(params);
+  if (patch !== undefined) return { id: patch, kind: 'patch' };
+  const task = Object.keys(params.edit.changeAnnotations ?? {}).find((id) => id.startsWith(TASK_ANNOTATION_PREFIX));
+  return task ? { id: task, kind: 'task' } : undefined;
 }
 
 /** Every document URI the edit changes, creates, renames or deletes, in order. */

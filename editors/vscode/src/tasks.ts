@@ -33,6 +33,17 @@ export class Tasks {
       void vscode.window.showInformationMessage('tandem: open a file and select some code first');
       return;
     }
+    let instruction: string | undefined;
+    if (task === 'edit') {
+      // Asked here, natively, rather than by the daemon's question.
+      instruction = await vscode.window.showInputBox({
+        title: 'tandem: Edit selection',
+        prompt: 'What should change in the selection?',
+        placeHolder: 'e.g. rename x to count and add a doc comment',
+        ignoreFocusOut: true,
+      });
+      if (!instruction) return;
+    }
     const client = await this.ctx.ensureClient();
     if (!client) return;
     const doc = editor.document;
@@ -45,6 +56,7 @@ export class Tasks {
       range: client.code2ProtocolConverter.asRange(range),
       version: doc.version,
       diagnostics: await client.code2ProtocolConverter.asDiagnostics(diagnostics),
+      ...(instruction ? { instruction } : {}),
     });
   }
 
@@ -56,7 +68,7 @@ export class Tasks {
       const r = (await client.sendRequest(ExecuteCommandRequest.type, {
         command: ext.RUN_TASK_COMMAND,
         arguments: [args],
-      })) as { sessionId?: string } | null;
+      })) as ext.StartedTaskResult | null;
       if (r?.sessionId) {
         this.chat.switchTo(r.sessionId);
         if (!SELECTION_EDIT_TASKS.has(args.task)) await vscode.commands.executeCommand('tandem.chat.focus');

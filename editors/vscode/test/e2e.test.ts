@@ -72,6 +72,7 @@ async function inShared(t: TestContext, body: (wb: Workbench, chat: Frame) => Pr
       shared.write('a.txt', 'alpha\nbeta\n');
       shared.write('r.txt', 'keep me\n');
       shared.write('p.txt', 'one\ntwo\n');
+      shared.write('e.txt', 'keep\nold line\nkeep too\n');
       await shared.start();
       sharedChat = await shared.openChat();
     }
@@ -207,5 +208,33 @@ test('the session survives a window reload, and Open Session reopens an older on
     await wb.page.locator('.quick-input-list .monaco-list-row', { hasText: 'uppercase alpha' }).first().click();
     chat = await wb.chat();
     await chat.locator('.item.agent', { hasText: 'Uppercased.' }).waitFor({ timeout: 30_000 });
+  });
+});
+
+test('Edit selection on a key: the instruction is asked, the proposal opens as a diff, Accept lands it in the buffer', { skip, timeout: 180_000 }, async (t) => {
+  await inShared(t, async (wb) => {
+    await wb.openFile('e.txt');
+    const base = server.requests.length;
+    server.push(text('```\nnew line\n```'));
+    // Select line 2 (with its line break), then the keybinding.
+    await wb.page.keyboard.press('Control+Home');
+    await wb.page.keyboard.press('ArrowDown');
+    await wb.page.keyboard.press('Shift+ArrowDown');
+    await wb.page.keyboard.press('Control+Alt+E');
+    const input = wb.page.locator('.quick-input-widget input');
+    await input.waitFor({ timeout: 30_000 });
+    await input.fill('make it new');
+    await wb.page.keyboard.press('Enter');
+    const [req] = (await server.waitForRequests(base + 1)).slice(base);
+    assert.match(lastUserText(req), /old line[\s\S]*make it new|make it new[\s\S]*old line/);
+    // The proposal opens as a diff with Accept / Reject in its title bar.
+    const accept = wb.page.locator('.editor-actions .action-label[aria-label^="Accept Proposal"]').first();
+    await accept.waitFor({ timeout: 30_000 });
+    await accept.click();
+    await wb.page.locator('.tab', { hasText: 'tandem\'s proposal' }).waitFor({ state: 'detached', timeout: 30_000 });
+    await wb.page.locator('.tab.dirty', { hasText: 'e.txt' }).waitFor({ timeout: 30_000 });
+    await wb.page.locator('.tab', { hasText: 'e.txt' }).first().click();
+    assert.match(await wb.editorText(), /^keep\nnew line\nkeep too/);
+    assert.equal(wb.read('e.txt'), 'keep\nold line\nkeep too\n');
   });
 });

@@ -182,23 +182,61 @@ test('a session reopened in a new daemon replays its history into the chat', asy
   await d2.stop();
 });
 
-// enable when issue 11 lands: `workspace/executeCommand tandem.runTask` from a code action.
-test('a task run from a code action streams into its own session', { skip: 'enable when issue 11 lands' }, async () => {
+test('a task run from a code action streams into its own session, over the unsaved selection', async () => {
   const d = await start();
+  const base = server.requests.length;
   d.ws.write('c.rs', 'fn main() {}\n');
-  const doc = d.open('c.rs', 'fn main() { let x = 1 }\n');
+  const doc = d.open('c.rs', 'fn main() { let x = 1; }\n');
   const client = await d.chat.ctx.ensureClient();
   const actions = (await client!.sendRequest('textDocument/codeAction', {
     textDocument: { uri: doc.uri },
-    range: { start: { line: 0, character: 0 }, end: { line: 0, character: 10 } },
+    range: { start: { line: 0, character: 12 }, end: { line: 0, character: 22 } },
     context: { diagnostics: [] },
   })) as { title: string; command: { command: string; arguments: ext.RunTaskArgs[] } }[];
+  assert.ok(actions.some((a) => a.title === 'tandem: Edit selection…'));
+  assert.ok(!actions.some((a) => a.title === 'tandem: Fix'), 'Fix needs diagnostics');
   const explain = actions.find((a) => a.title === 'tandem: Explain');
-  assert.ok(explain);
-  server.push(text('it declares x'));
-  const r = (await client!.sendRequest('workspace/executeCommand', { command: ext.RUN_TASK_COMMAND, arguments: explain.command.arguments })) as { sessionId: string };
-  d.chat.switchTo(r.sessionId);
-  const [req] = await server.waitForRequests(server.requests.length);
-  assert.match(lastUserText(req), /let x = 1/);
+  assert.equal(explain?.command.command, ext.RUN_TASK_COMMAND);
+  server.push(text('It binds ', 'x to 1.'));
+  // What the extension's tandem.runTask command sends for a lightbulb action.
+  const started = (await client!.sendRequest('workspace/executeCommand', {
+    command: ext.RUN_TASK_COMMAND,
+    arguments: explain!.command.arguments,
+  })) as ext.StartedTaskResult;
+  d.chat.switchTo(started.sessionId);
+  const [req] = await newRequests(base, 1);
+  assert.match(lastUserText(req), /let x = 1;/, 'the model got the unsaved selection');
+  const deadline = Date.now() + 20_000;
+  while (!items(d, 'turn_end').length) {
+    assert.ok(Date.now() < deadline, 'the task turn never ended in the chat');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.equal(items(d, 'agent').at(-1)?.text, 'It binds x to 1.');
+  const { sessions } = await client!.sendRequest(ext.listSessions, {});
+  assert.equal(sessions.find((x) => x.sessionId === started.sessionId)?.kind, 'task');
+  await d.stop();
+});
+
+test('Edit selection: the inline edit is a proposal; accepting it changes only the selection in the buffer', async () => {
+  const d = await start();
+  d.ws.write('e.txt', 'keep\nold line\nkeep too\n');
+  const doc = d.open('e.txt', 'keep\nold line\nkeep too\n');
+  server.push(text('```\nnew line\n```'));
+  const client = await d.chat.ctx.ensureClient();
+  const done = client!.sendRequest(ext.runTask, {
+    task: 'edit',
+    textDocument: { uri: doc.uri, version: doc.version },
+    range: { start: { line: 1, character: 0 }, end: { line: 2, character: 0 } },
+    instruction: 'make it new',
+  });
+  const proposal = await d.waitForLocal((e): e is Extract<LocalEvent, { local: 'proposal' }> => e.local === 'proposal');
+  assert.match(proposal.toolCallId, /^tandem-task-/);
+  assert.equal(doc.text, 'keep\nold line\nkeep too\n', 'nothing lands before Accept');
+  await d.review.accept(proposal.toolCallId);
+  const result = (await done) as { stopReason: string; edit?: { outcome: string } };
+  assert.equal(result.stopReason, 'end_turn');
+  assert.equal(result.edit?.outcome, 'accepted');
+  assert.equal(doc.text, 'keep\nnew line\nkeep too\n');
+  assert.equal(d.ws.read('e.txt'), 'keep\nold line\nkeep too\n');
   await d.stop();
 });

@@ -276,11 +276,24 @@ function applyLocal(t: Transcript, e: LocalEvent): void {
     }
     case 'proposal':
     case 'proposal_resolved': {
+      if (e.local === 'proposal' && t.tools[e.toolCallId] === undefined) {
+        // A task's inline edit has no tool call: it gets a card of its own.
+        t.tools[e.toolCallId] = push(t, {
+          kind: 'tool', rev: 0, toolCallId: e.toolCallId, title: e.proposal.label, toolKind: 'edit',
+          status: 'pending', waitingFor: 'permission', output: '', diffs: [],
+        });
+      }
       const i = t.tools[e.toolCallId];
       const item = i === undefined ? undefined : t.items[i];
       if (!item || item.kind !== 'tool') break;
       if (e.local === 'proposal') item.proposal = e.proposal;
-      else if (item.proposal) item.proposal.outcome = e.outcome;
+      else if (item.proposal) {
+        item.proposal.outcome = e.outcome;
+        if (item.status === 'pending') {
+          item.status = 'completed';
+          item.waitingFor = undefined;
+        }
+      }
       touch(t, item);
       break;
     }
