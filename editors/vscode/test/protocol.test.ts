@@ -162,6 +162,40 @@ test('Stop cancels the running turn, and the next prompt runs clean', async () =
   await d.stop();
 });
 
+test('typing while a turn runs steers it: the model reads the steer in the same turn', async () => {
+  const d = await start();
+  const base = server.requests.length;
+  const hold = gate();
+  server.push(textThen(['first part '], hold.promise), text('read the steer'));
+  const sent = d.chat.send('start working', []);
+  await newRequests(base, 1);
+  const deadline = Date.now() + 20_000;
+  while (!items(d, 'agent').some((a) => a.text.includes('first part'))) {
+    assert.ok(Date.now() < deadline, 'the first chunk never arrived');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.equal(d.chat.transcript.running, true);
+  await d.chat.send('also check the tests', []);
+  hold.release();
+  await sent;
+  const [, second] = await newRequests(base, 2);
+  assert.equal(lastUserText(second), 'also check the tests', 'the steer reached the next step of the same turn');
+  assert.equal(items(d, 'turn_end').length, 1, 'one turn');
+  assert.deepEqual(items(d, 'user').map((u) => u.text), ['start working', 'also check the tests']);
+  await d.stop();
+});
+
+test('the mode picker sets the session mode and the chat shows it', async () => {
+  const d = await start();
+  await d.chat.setMode('auto');
+  const deadline = Date.now() + 20_000;
+  while (d.chat.transcript.mode !== 'auto') {
+    assert.ok(Date.now() < deadline, 'no current_mode_update');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  await d.stop();
+});
+
 test('a session reopened in a new daemon replays its history into the chat', async () => {
   const ws = new Workspace();
   const d1 = await start(ws);
