@@ -24,9 +24,10 @@ function toolMessages(r: RecordedRequest): string[] {
 }
 
 /** Runs `body` with a fresh workbench; on failure, a screenshot goes to the output. */
-async function withWorkbench(t: TestContext, body: (wb: Workbench) => Promise<void>, wb = new Workbench(server)): Promise<void> {
+async function withWorkbench(t: TestContext, body: (wb: Workbench) => Promise<void>, settings: Record<string, unknown> = {}): Promise<void> {
+  const wb = new Workbench(server);
   try {
-    await wb.start();
+    await wb.start(settings);
     await body(wb);
   } catch (e) {
     const shot = await wb.screenshot(t.name);
@@ -55,6 +56,18 @@ test('ask in the chat and see the streamed answer; the agent read the unsaved li
     assert.match(toolMessages(reqs[base + 1])[0], /unsaved line/);
     assert.equal(wb.read('notes.txt'), 'saved line\n');
   });
+});
+
+test('a missing daemon is a clear notification with Set path, and Set path opens the setting', { skip, timeout: 180_000 }, async (t) => {
+  await withWorkbench(t, async (wb) => {
+    await wb.openChat();
+    const toast = wb.page.locator('.notification-toast', { hasText: 'tandem was not found' });
+    await toast.waitFor({ timeout: 30_000 });
+    assert.match(await toast.innerText(), /\/nonexistent\/tandem \(tandem\.path\)/);
+    await toast.locator('.monaco-button', { hasText: 'Set path' }).click();
+    await wb.page.locator('.settings-editor').waitFor({ timeout: 30_000 });
+    await wb.page.locator('.setting-item-contents', { hasText: 'Path to the' }).first().waitFor();
+  }, { 'tandem.path': '/nonexistent/tandem' });
 });
 
 /**
