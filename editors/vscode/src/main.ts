@@ -18,7 +18,11 @@ export function activate(extCtx: vscode.ExtensionContext): void {
   const review = new Review(emit);
   const view = new ChatView(
     extCtx.extensionUri,
-    () => ({ transcript: chat.transcript, model: vscode.workspace.getConfiguration('tandem').get<string>('model.name') }),
+    () => ({
+      transcript: chat.transcript,
+      model: vscode.workspace.getConfiguration('tandem').get<string>('model.name'),
+      roots: (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath),
+    }),
     (m) => void onWebviewMessage(m).catch((e: unknown) => {
       void vscode.window.showErrorMessage(`tandem: ${e instanceof Error ? e.message : String(e)}`);
     }),

@@ -112,7 +112,7 @@ test('accept a proposed patch from the chat card: the buffer changes, the disk d
     await wb.send(chat, 'uppercase alpha');
     const card = chat.locator('.item.tool[data-tool-call-id="call_acc"]');
     await card.locator('.badge', { hasText: 'waiting for you' }).waitFor({ timeout: 30_000 });
-    await card.locator('.diffs', { hasText: 'a.txt' }).waitFor();
+    assert.equal(await card.locator('.diffs li').first().innerText({ timeout: 30_000 }), 'update a.txt', 'paths are shown relative to the folder');
     await card.locator('button.accept').click();
     await chat.locator('.item.agent', { hasText: 'Uppercased.' }).waitFor({ timeout: 30_000 });
     assert.match(await wb.editorText(), /^ALPHA\nbeta/);

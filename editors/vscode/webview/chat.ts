@@ -22,6 +22,13 @@ const md = new MarkdownIt({ html: false, linkify: true, breaks: false });
 
 let transcript: Transcript = (vscode.getState() as { transcript?: Transcript } | undefined)?.transcript ?? emptyTranscript();
 let model: string | undefined;
+let roots: string[] = [];
+
+/** A path as the user knows it: relative to its workspace folder. */
+function displayPath(p: string): string {
+  for (const r of roots) if (p.startsWith(`${r}/`)) return p.slice(r.length + 1);
+  return p;
+}
 const nodes: HTMLElement[] = [];
 const renderedRev: number[] = [];
 let frameRequested = false;
@@ -142,7 +149,7 @@ function renderTool(item: Extract<Item, { kind: 'tool' }>): HTMLElement {
   if (item.output) el.append(h('pre', { class: 'output' }, item.output));
   if (item.diffs.length > 0) {
     const files = h('ul', { class: 'diffs' });
-    for (const d of item.diffs) files.append(h('li', {}, `${d.oldText === undefined ? 'add' : d.newText === '' ? 'delete' : 'update'} ${d.path}`));
+    for (const d of item.diffs) files.append(h('li', { title: d.path }, `${d.oldText === undefined ? 'add' : d.newText === '' ? 'delete' : 'update'} ${displayPath(d.path)}`));
     el.append(files);
   }
   const p = item.proposal;
@@ -281,6 +288,7 @@ window.addEventListener('message', (e: MessageEvent<ToWebview>) => {
       transcript = m.transcript;
       transcript.truncatedFrom = undefined;
       model = m.model;
+      roots = m.roots ?? [];
       resetDom();
       scheduleRender();
       break;

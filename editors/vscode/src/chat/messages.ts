@@ -18,6 +18,6 @@ export type FromWebview =
 
 /** Extension -> webview. */
 export type ToWebview =
-  | { type: 'snapshot'; transcript: Transcript; model?: string }
+  | { type: 'snapshot'; transcript: Transcript; model?: string; roots?: string[] }
   | { type: 'events'; events: TranscriptEvent[] }
   | { type: 'focusPrompt' };

@@ -20,7 +20,7 @@ export class ChatView implements vscode.WebviewViewProvider, vscode.Disposable {
 
   constructor(
     private readonly extensionUri: vscode.Uri,
-    private readonly snapshot: () => { transcript: Transcript; model?: string },
+    private readonly snapshot: () => { transcript: Transcript; model?: string; roots?: string[] },
     private readonly onMessage: (m: FromWebview) => void,
   ) {}
 
