@@ -25,7 +25,7 @@ pub(crate) const REQUEST_KEY_FIELD: &str = "$requestId";
 const TURN_ANSWERED: [&str; 1] = ["tandem/prompt"];
 
 #[derive(Default)]
-pub(crate) struct RequestCancels {
+pub struct RequestCancels {
     tokens: Mutex<HashMap<String, CancellationToken>>,
 }
 
