@@ -1,0 +1,6 @@
+//! The Neovim plugin (`editors/nvim`) in a real headless Neovim, against
+//! the real binary and the scripted model server. One file per concern;
+//! `harness` is what they share.
+
+mod first_use;
+mod harness;
