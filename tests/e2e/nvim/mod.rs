@@ -4,3 +4,4 @@
 
 mod first_use;
 mod harness;
+mod review;

@@ -80,11 +80,9 @@ function M.preview(lines, edit)
   return { first = s.line, last = math.min(last, #lines - 1), new = new }
 end
 
---- `edit` moved down by `delta` rows (the user added lines above it).
+--- `edit` moved down by `delta` rows (the user added lines above it), as
+--- a plain TextEdit (no annotation: it is being applied, not proposed).
 function M.shifted(edit, delta)
-  if delta == 0 then
-    return edit
-  end
   local s, e = edit.range.start, edit.range['end']
   return {
     newText = edit.newText,
@@ -122,6 +120,15 @@ function M.apply(lines, edits)
     text = text:sub(1, -2)
   end
   return vim.split(text, '\n', { plain = true })
+end
+
+--- The lines of a file the edit creates (its edits insert the text).
+function M.created(edits)
+  local lines = M.apply({}, edits)
+  if lines[#lines] == '' then
+    table.remove(lines)
+  end
+  return lines
 end
 
 --- Whether every hunk of every file has a decision.

@@ -181,7 +181,7 @@ local function apply_file(f)
   elseif f.kind == 'create' then
     if whole then
       vim.fn.mkdir(vim.fn.fnamemodify(f.path, ':h'), 'p')
-      vim.api.nvim_buf_set_lines(f.buf, 0, -1, false, hunks.apply({ '' }, f.edits))
+      vim.api.nvim_buf_set_lines(f.buf, 0, -1, false, hunks.created(f.edits))
       silent_write(f.buf)
     elseif f.created_buf then
       vim.api.nvim_buf_delete(f.buf, { force = true })
@@ -344,7 +344,7 @@ function M.diff()
   if f.kind == 'delete' then
     proposed = {}
   elseif f.kind == 'create' then
-    proposed = hunks.apply({ '' }, f.edits)
+    proposed = hunks.created(f.edits)
   else
     local edits = {}
     for _, hunk in ipairs(f.hunks) do

@@ -29,7 +29,7 @@ function M.previews(f)
     if f.kind == 'delete' then
       out[i] = { first = 0, last = #lines - 1, new = {} }
     elseif f.kind == 'create' then
-      out[i] = { first = 0, last = -1, new = hunks.apply({ '' }, f.edits) }
+      out[i] = { first = 0, last = -1, new = hunks.created(f.edits) }
     else
       out[i] = hunks.preview(lines, M.current_edit(f.buf, hunk))
     end

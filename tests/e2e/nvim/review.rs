@@ -1,0 +1,204 @@
+//! Inline review of the agent's patches: the plugin takes
+//! `workspace/applyEdit`, shows the hunks in the buffers, applies exactly
+//! the accepted ones (one undo step per file), and the model's next
+//! request says what landed.
+
+use serde_json::json;
+
+use super::harness::{config, run, Workspace};
+use crate::support::model_server::{openai, ModelServer};
+
+fn patch_call(id: &str, patch: &str) -> crate::support::model_server::Reply {
+    openai::tool_calls(&[(id, "apply_patch", &json!({ "input": patch }).to_string())])
+}
+
+const SEVEN: &str = "one\ntwo\nthree\nfour\nfive\nsix\nseven\n";
+
+const TWO_HUNKS: &str = "*** Begin Patch\n*** Update File: a.txt\n@@\n one\n-two\n+TWO\n@@\n five\n-six\n+SIX\n*** End Patch";
+
+/// What the review shows in `a.txt`'s buffer, recorded as `prefix_*`.
+const RECORD_MARKS: &str = r#"
+local function record_marks(prefix, buf)
+  local ns = vim.api.nvim_get_namespaces().tandem_review
+  local removed, added, hints, signs = {}, {}, {}, 0
+  for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true })) do
+    local d = m[4]
+    if d.hl_group == 'DiffDelete' then
+      for row = m[2], d.end_row - 1 do
+        table.insert(removed, vim.api.nvim_buf_get_lines(buf, row, row + 1, false)[1])
+      end
+    end
+    for _, vl in ipairs(d.virt_lines or {}) do
+      if vl[1][2] == 'DiffAdd' then
+        table.insert(added, vl[1][1])
+      else
+        table.insert(hints, vl[1][1])
+      end
+    end
+    if d.sign_text then
+      signs = signs + 1
+    end
+  end
+  T.put(prefix .. '_removed', removed)
+  T.put(prefix .. '_added', added)
+  T.put(prefix .. '_hints', hints)
+  T.put(prefix .. '_signs', signs)
+end
+"#;
+
+#[tokio::test]
+async fn accepting_one_hunk_and_rejecting_the_other_applies_exactly_the_first_as_one_undo_step() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    server.push(patch_call("call_p", TWO_HUNKS));
+    server.push(openai::text(["noted"]));
+    let ws = Workspace::new();
+    ws.write("a.txt", SEVEN);
+    let body = format!(
+        "{RECORD_MARKS}{}",
+        r#"
+T.setup()
+vim.cmd('edit a.txt')
+local buf = vim.api.nvim_get_current_buf()
+-- An unsaved edit of the user's, its own undo step.
+vim.api.nvim_buf_set_lines(buf, 0, 0, false, { 'user edit' })
+vim.cmd('let &g:undolevels = &g:undolevels')
+local before = T.lines(buf)
+vim.cmd('TandemPrompt shout two and six')
+T.event('TandemReviewOpen')
+record_marks('open', buf)
+T.put('map', vim.fn.maparg('<leader>ta', 'n', false, true).desc or '')
+-- The buffer is untouched while the review is open.
+T.put('during', T.lines(buf))
+vim.api.nvim_set_current_buf(buf)
+vim.api.nvim_win_set_cursor(0, { 3, 0 })
+vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<leader>ta', true, false, true), 'x', false)
+record_marks('half', buf)
+vim.api.nvim_win_set_cursor(0, { 7, 0 })
+vim.cmd('TandemReviewReject')
+T.turn(1)
+T.put('after', T.lines(buf))
+T.put('left', #vim.api.nvim_buf_get_extmarks(buf, vim.api.nvim_get_namespaces().tandem_review, 0, -1, {}))
+T.put('map_after', vim.fn.maparg('<leader>ta', 'n'))
+vim.api.nvim_buf_call(buf, function() vim.cmd('silent undo') end)
+T.put('undone', T.lines(buf))
+T.put('before', before)
+"#
+    );
+    let got = run(&ws, &config(&server, "review"), &body).await;
+    assert_eq!(got.lines("open_removed"), ["two", "six"]);
+    assert_eq!(got.lines("open_added"), ["TWO", "SIX"]);
+    assert_eq!(got.get("open_signs"), &json!(2));
+    assert!(got.text("open_hints").contains("<leader>ta accept"), "{}", got.text("open_hints"));
+    assert_eq!(got.get("map"), &json!("tandem: accept the hunk under the cursor"));
+    assert_eq!(got.lines("during"), got.lines("before"));
+    // After the first decision only the second hunk is still proposed.
+    assert_eq!(got.lines("half_removed"), ["six"]);
+    assert!(got.text("half_hints").contains("accepted"), "{}", got.text("half_hints"));
+    assert_eq!(
+        got.lines("after"),
+        ["user edit", "one", "TWO", "three", "four", "five", "six", "seven"]
+    );
+    assert_eq!(got.get("left"), &json!(0));
+    assert_eq!(got.get("map_after"), &json!(""));
+    assert_eq!(got.lines("undone"), got.lines("before"));
+    assert_eq!(ws.read("a.txt").as_deref(), Some(SEVEN), "nothing is written to disk");
+    let report = &server.requests()[1].tool_messages()[0].1;
+    assert!(
+        report.contains("a.txt: hunk 1 applied; hunk 2 rejected by the user"),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn accept_all_applies_every_hunk_and_reject_all_none() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    server.push(patch_call("call_1", TWO_HUNKS));
+    server.push(patch_call(
+        "call_2",
+        "*** Begin Patch\n*** Update File: a.txt\n@@\n-TWO\n+two again\n*** End Patch",
+    ));
+    server.push(openai::text(["done"]));
+    let ws = Workspace::new();
+    ws.write("a.txt", SEVEN);
+    let got = run(
+        &ws,
+        &config(&server, "review"),
+        r#"
+T.setup()
+vim.cmd('edit a.txt')
+local buf = vim.api.nvim_get_current_buf()
+vim.cmd('TandemPrompt shout')
+local open = T.event('TandemReviewOpen')
+T.put('hunks', open.data.hunks)
+vim.cmd('TandemReviewAcceptAll')
+T.event('TandemReviewDone')
+T.put('accepted', T.lines(buf))
+T.event('TandemReviewOpen', #T.events)
+vim.cmd('TandemReviewRejectAll')
+T.turn(1)
+T.put('rejected', T.lines(buf))
+"#,
+    )
+    .await;
+    assert_eq!(got.get("hunks"), &json!(2));
+    let loud = ["one", "TWO", "three", "four", "five", "SIX", "seven"];
+    assert_eq!(got.lines("accepted"), loud);
+    assert_eq!(got.lines("rejected"), loud);
+    let requests = server.requests();
+    let first = &requests[1].tool_messages()[0].1;
+    assert!(first.contains("The patch was applied:\n- a.txt: hunks 1, 2 applied"), "{first}");
+    let second = &requests[2].tool_messages()[1].1;
+    assert!(second.contains("The user rejected the patch; nothing was changed."), "{second}");
+}
+
+#[tokio::test]
+async fn a_new_file_is_shown_and_created_whole_and_a_rejected_deletion_keeps_the_file() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    server.push(patch_call(
+        "call_n",
+        "*** Begin Patch\n*** Add File: notes/todo.md\n+# Todo\n+- ship it\n*** Delete File: old.txt\n*** End Patch",
+    ));
+    server.push(openai::text(["ok"]));
+    let ws = Workspace::new();
+    ws.write("old.txt", "keep me\n");
+    let body = format!(
+        "{RECORD_MARKS}{}",
+        r#"
+T.setup()
+vim.cmd('TandemPrompt add notes')
+T.event('TandemReviewOpen')
+local new = vim.fn.bufnr(T.path('notes/todo.md'))
+local old = vim.fn.bufnr(T.path('old.txt'))
+record_marks('new', new)
+record_marks('old', old)
+vim.api.nvim_set_current_buf(new)
+vim.cmd('TandemReviewAccept')
+vim.api.nvim_set_current_buf(old)
+vim.cmd('TandemReviewReject')
+T.turn(1)
+T.put('new_lines', T.lines(new))
+T.put('new_modified', vim.bo[new].modified)
+"#
+    );
+    let got = run(&ws, &config(&server, "review"), &body).await;
+    assert_eq!(got.lines("new_added"), ["# Todo", "- ship it"]);
+    assert!(got.text("new_hints").contains("new file"), "{}", got.text("new_hints"));
+    assert_eq!(got.lines("old_removed"), ["keep me"]);
+    assert!(got.text("old_hints").contains("file deleted"), "{}", got.text("old_hints"));
+    assert_eq!(got.lines("new_lines"), ["# Todo", "- ship it"]);
+    assert_eq!(got.get("new_modified"), &json!(false));
+    assert_eq!(ws.read("notes/todo.md").as_deref(), Some("# Todo\n- ship it\n"));
+    assert_eq!(ws.read("old.txt").as_deref(), Some("keep me\n"));
+    let report = &server.requests()[1].tool_messages()[0].1;
+    assert!(report.contains("notes/todo.md: created"), "{report}");
+    assert!(report.contains("old.txt: not deleted (rejected by the user)"), "{report}");
+}
