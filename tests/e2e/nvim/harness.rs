@@ -80,12 +80,6 @@ impl Recorded {
         &self.results[key]
     }
 
-    pub fn str(&self, key: &str) -> &str {
-        self.results[key].as_str().unwrap_or_else(|| {
-            panic!("`{key}` is not a string in {:#}", self.results)
-        })
-    }
-
     /// A recorded list of strings (buffer lines) as one text.
     pub fn text(&self, key: &str) -> String {
         self.lines(key).join("\n")

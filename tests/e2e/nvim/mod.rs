@@ -2,6 +2,8 @@
 //! the real binary and the scripted model server. One file per concern;
 //! `harness` is what they share.
 
+mod chat;
 mod first_use;
 mod harness;
+mod questions;
 mod review;

@@ -1,0 +1,126 @@
+//! The chat buffer: tool calls as one line each and the plan as a
+//! checklist, both updated in place; a long fast stream arrives whole;
+//! cancel during a slow stream, then the next prompt works.
+
+use serde_json::json;
+
+use super::harness::{config, run, Workspace};
+use crate::support::model_server::{openai, ModelServer, Reply, SseStep};
+
+fn plan(steps: serde_json::Value) -> String {
+    json!({ "plan": steps }).to_string()
+}
+
+#[tokio::test]
+async fn tool_calls_and_the_plan_are_updated_in_place() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    server.push(openai::tool_calls(&[(
+        "call_plan1",
+        "update_plan",
+        &plan(json!([{"step": "Read a.txt", "status": "in_progress"}, {"step": "Explain it", "status": "pending"}])),
+    )]));
+    server.push(openai::tool_calls(&[("call_read", "read_file", r#"{"path":"a.txt"}"#)]));
+    server.push(openai::tool_calls(&[(
+        "call_plan2",
+        "update_plan",
+        &plan(json!([{"step": "Read a.txt", "status": "completed"}, {"step": "Explain it", "status": "in_progress"}])),
+    )]));
+    server.push(openai::text(["It says hi."]));
+    let ws = Workspace::new();
+    ws.write("a.txt", "hi\n");
+    let got = run(
+        &ws,
+        &config(&server, "read-only"),
+        r#"
+T.setup()
+vim.cmd('TandemPrompt explain a.txt')
+T.turn(1)
+T.put('chat', T.chat_lines())
+"#,
+    )
+    .await;
+    let chat = got.lines("chat");
+    let text = chat.join("\n");
+    assert_eq!(chat.iter().filter(|l| l.as_str() == "**Plan**").count(), 1, "{text}");
+    assert!(
+        text.contains("**Plan**\n- [x] Read a.txt\n- [~] Explain it"),
+        "{text}"
+    );
+    let reads: Vec<&String> = chat.iter().filter(|l| l.contains("Read a.txt") && l.contains("`read`")).collect();
+    assert_eq!(reads.len(), 1, "{text}");
+    assert!(reads[0].ends_with("· done"), "{text}");
+    assert!(text.contains("## explain a.txt"), "{text}");
+    assert!(text.contains("It says hi."), "{text}");
+    assert!(text.contains("[end_turn]"), "{text}");
+}
+
+#[tokio::test]
+async fn a_stream_of_5000_chunks_lands_whole_in_the_chat() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    let pieces: Vec<String> = (0..5000)
+        .map(|i| if i % 50 == 49 { format!("w{i}\n") } else { format!("w{i} ") })
+        .collect();
+    let mut steps = vec![openai::delta(json!({"role": "assistant", "content": ""}))];
+    steps.extend(pieces.iter().map(|p| openai::delta(json!({ "content": p }))));
+    steps.extend(openai::ending("stop"));
+    server.push(Reply::Sse(steps));
+    let ws = Workspace::new();
+    let got = run(
+        &ws,
+        &config(&server, "read-only"),
+        r#"
+T.setup()
+local start = vim.uv.hrtime()
+vim.cmd('TandemPrompt stream a lot')
+T.turn(1)
+T.put('ms', (vim.uv.hrtime() - start) / 1e6)
+T.put('chat', T.chat_lines())
+"#,
+    )
+    .await;
+    let chat = got.text("chat");
+    let whole: String = pieces.concat();
+    assert!(chat.contains(whole.trim_end()), "the streamed text is not whole in the chat");
+    eprintln!("5000 chunks in {} ms", got.get("ms"));
+}
+
+#[tokio::test]
+async fn cancel_during_a_slow_stream_then_the_next_prompt_works() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    server.push(Reply::Sse(vec![
+        openai::delta(json!({"role": "assistant", "content": ""})),
+        openai::delta(json!({"content": "slowly "})),
+        SseStep::Stall,
+    ]));
+    server.push(openai::text(["second answer"]));
+    let ws = Workspace::new();
+    let got = run(
+        &ws,
+        &config(&server, "read-only"),
+        r#"
+T.setup()
+vim.cmd('TandemPrompt first')
+T.wait(function() return T.chat_text():find('slowly', 1, true) ~= nil end, 'the first chunk')
+vim.cmd('TandemCancel')
+T.put('first', T.turn(1))
+vim.cmd('TandemPrompt second')
+T.put('second', T.turn(2))
+T.put('chat', T.chat_lines())
+"#,
+    )
+    .await;
+    assert_eq!(got.get("first")["stopReason"], "cancelled");
+    assert_eq!(got.get("second")["stopReason"], "end_turn");
+    let chat = got.text("chat");
+    assert!(chat.contains("[cancelled"), "{chat}");
+    assert!(chat.contains("second answer"), "{chat}");
+}
