@@ -5,5 +5,8 @@
 mod chat;
 mod first_use;
 mod harness;
+mod health;
+mod hunks;
 mod questions;
 mod review;
+mod sessions;

@@ -15,11 +15,14 @@ end
 
 --- Whether something accepts TCP connections at `url`'s host and port.
 local function reachable(url)
-  local scheme, host, port = url:match('^(%a+)://%[?([^/%]]+)%]?:?(%d*)')
-  if not host then
+  local scheme, authority = url:match('^(%a+)://([^/]+)')
+  if not authority then
     return false, 'not a URL'
   end
-  host = host:gsub(':%d+$', '')
+  local host, port = authority:match('^%[(.+)%]:?(%d*)$')
+  if not host then
+    host, port = authority:match('^([^:]+):?(%d*)$')
+  end
   port = tonumber(port) or (scheme == 'https' and 443 or 80)
   local addrs = vim.uv.getaddrinfo(host, tostring(port), { socktype = 'stream' })
   if not addrs or not addrs[1] then
