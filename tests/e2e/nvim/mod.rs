@@ -10,3 +10,4 @@ mod hunks;
 mod questions;
 mod review;
 mod sessions;
+mod tasks;

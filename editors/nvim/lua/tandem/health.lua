@@ -74,7 +74,10 @@ function M.check()
   health.start('tandem: daemon')
   local program = config.cmd[1]
   if vim.fn.executable(program) ~= 1 then
-    health.error('`' .. program .. '` is not executable', { 'build tandem (cargo build --release) and set `cmd` to its path' })
+    health.error(
+      '`' .. program .. '` is not executable',
+      { 'build tandem (cargo build --release) and set `cmd` to its path' }
+    )
   else
     local result = vim.system({ program, '--version' }, { text = true }):wait(5000)
     if result.code == 0 then

@@ -113,7 +113,14 @@ function M.pick(on_loaded)
       prompt = 'tandem sessions',
       kind = 'tandem.session',
       format_item = function(s)
-        return string.format('%s  (%s, %d turn%s, %s)', s.title, s.state, s.turnCount, s.turnCount == 1 and '' or 's', s.updated)
+        return string.format(
+          '%s  (%s, %d turn%s, %s)',
+          s.title,
+          s.state,
+          s.turnCount,
+          s.turnCount == 1 and '' or 's',
+          s.updated
+        )
       end,
     }, function(choice)
       if choice then

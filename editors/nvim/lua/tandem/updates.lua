@@ -28,10 +28,6 @@ end
 
 local text_diff = (vim.text and vim.text.diff) or vim.diff
 
-local function diff_indices(a, b, opts)
-  return text_diff(a, b, opts)
-end
-
 -- A diff content item as fenced unified-diff-ish lines.
 local function diff_lines(item)
   local out = { '  ```diff', '  --- ' .. (item.oldText and item.path or '/dev/null'), '  +++ ' .. item.path }
@@ -43,7 +39,10 @@ local function diff_lines(item)
   if new[#new] == '' then
     table.remove(new)
   end
-  for _, hunk in ipairs(diff_indices(table.concat(old, '\n') .. '\n', table.concat(new, '\n') .. '\n', { result_type = 'indices' }) or {}) do
+  local indices = text_diff(table.concat(old, '\n') .. '\n', table.concat(new, '\n') .. '\n', {
+    result_type = 'indices',
+  })
+  for _, hunk in ipairs(indices or {}) do
     local a, na, b, nb = hunk[1], hunk[2], hunk[3], hunk[4]
     table.insert(out, string.format('  @@ -%d,%d +%d,%d @@', a, na, b, nb))
     for i = a, a + na - 1 do
@@ -71,7 +70,9 @@ local function resource_names(content)
   for _, block in ipairs(content or {}) do
     local uri = block.uri or (block.resource and block.resource.uri)
     if uri then
-      table.insert(names, vim.fn.fnamemodify(vim.uri_to_fname((uri:gsub('#.*$', ''))), ':~:.') .. (uri:match('#(.*)$') and ('#' .. uri:match('#(.*)$')) or ''))
+      local path = vim.fn.fnamemodify(vim.uri_to_fname((uri:gsub('#.*$', ''))), ':~:.')
+      local lines = uri:match('#(.*)$')
+      table.insert(names, lines and (path .. '#' .. lines) or path)
     end
   end
   return names
