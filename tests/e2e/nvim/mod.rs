@@ -3,6 +3,7 @@
 //! `harness` is what they share.
 
 mod chat;
+mod controls;
 mod first_use;
 mod harness;
 mod health;

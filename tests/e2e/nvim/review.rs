@@ -136,6 +136,11 @@ local buf = vim.api.nvim_get_current_buf()
 vim.cmd('TandemPrompt shout')
 local open = T.event('TandemReviewOpen')
 T.put('hunks', open.data.hunks)
+-- The patch's diff is in the chat, folded.
+local chat_win = vim.fn.win_findbuf(vim.fn.bufnr('tandem://chat'))[1]
+local diff_row = vim.fn.index(T.chat_lines(), '  ```diff') + 1
+T.put('diff_folded', diff_row > 0 and vim.api.nvim_win_call(chat_win, function() return vim.fn.foldclosed(diff_row) end) ~= -1)
+T.put('diff_chat', T.chat_lines())
 vim.cmd('TandemReviewAcceptAll')
 T.event('TandemReviewDone')
 T.put('accepted', T.lines(buf))
@@ -147,6 +152,9 @@ T.put('rejected', T.lines(buf))
     )
     .await;
     assert_eq!(got.get("hunks"), &json!(2));
+    assert_eq!(got.get("diff_folded"), &json!(true), "{}", got.text("diff_chat"));
+    let chat = got.text("diff_chat");
+    assert!(chat.contains("  -two\n  +TWO"), "{chat}");
     let loud = ["one", "TWO", "three", "four", "five", "SIX", "seven"];
     assert_eq!(got.lines("accepted"), loud);
     assert_eq!(got.lines("rejected"), loud);
