@@ -66,3 +66,49 @@ T.put('good', good)
     assert_eq!(got.get("command"), &json!(0), "nothing is set up from bad options");
     assert_eq!(got.get("good"), &json!(true));
 }
+
+#[tokio::test]
+async fn the_help_has_a_tag_for_every_command_option_and_keymap() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let ws = Workspace::new();
+    let got = run(
+        &ws,
+        &json!({}),
+        r#"
+require('tandem').setup({})
+-- Build the tags from a copy, as a plugin manager does, and look each up.
+local doc = T.path('doc')
+vim.fn.mkdir(doc, 'p')
+vim.fn.writefile(vim.fn.readfile(TEST.plugin .. '/doc/tandem.txt'), doc .. '/tandem.txt')
+vim.cmd('helptags ' .. vim.fn.fnameescape(doc))
+local tags = {}
+for _, line in ipairs(vim.fn.readfile(doc .. '/tags')) do
+  tags[vim.split(line, '\t')[1]] = true
+end
+local missing = {}
+for name in pairs(vim.api.nvim_get_commands({})) do
+  if name:match('^Tandem') and not tags[':' .. name] then
+    table.insert(missing, ':' .. name)
+  end
+end
+local config = require('tandem.config')
+for key in pairs(config.schema) do
+  if not tags['tandem-option-' .. key] then
+    table.insert(missing, 'tandem-option-' .. key)
+  end
+end
+for key in pairs(config.schema.keymaps.default) do
+  if not tags['tandem-keymap-' .. key] then
+    table.insert(missing, 'tandem-keymap-' .. key)
+  end
+end
+T.put('missing', missing)
+T.put('commands', vim.tbl_count(vim.tbl_filter(function(n) return n:match('^Tandem') ~= nil end, vim.tbl_keys(vim.api.nvim_get_commands({})))))
+"#,
+    )
+    .await;
+    assert_eq!(got.get("missing"), &json!([]));
+    assert_eq!(got.get("commands"), &json!(14));
+}
