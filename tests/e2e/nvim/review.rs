@@ -210,3 +210,49 @@ T.put('new_modified', vim.bo[new].modified)
     assert!(report.contains("notes/todo.md: created"), "{report}");
     assert!(report.contains("old.txt: not deleted (rejected by the user)"), "{report}");
 }
+
+#[tokio::test]
+async fn hunks_follow_lines_typed_above_them_during_the_review_and_brackets_move_between_them() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    server.push(patch_call("call_p", TWO_HUNKS));
+    server.push(openai::text(["ok"]));
+    let ws = Workspace::new();
+    ws.write("a.txt", SEVEN);
+    let got = run(
+        &ws,
+        &config(&server, "review"),
+        r#"
+T.setup()
+vim.cmd('edit a.txt')
+local buf = vim.api.nvim_get_current_buf()
+vim.cmd('TandemPrompt shout')
+T.event('TandemReviewOpen')
+vim.api.nvim_set_current_buf(buf)
+-- The user keeps typing while the review is open.
+vim.api.nvim_buf_set_lines(buf, 0, 0, false, { 'typed during the review', 'and more' })
+vim.api.nvim_win_set_cursor(0, { 1, 0 })
+local rows = {}
+for _ = 1, 2 do
+  vim.api.nvim_feedkeys(']h', 'x', false)
+  table.insert(rows, vim.api.nvim_win_get_cursor(0)[1])
+end
+vim.api.nvim_feedkeys('[h', 'x', false)
+table.insert(rows, vim.api.nvim_win_get_cursor(0)[1])
+T.put('rows', rows)
+vim.cmd('TandemReviewAcceptAll')
+T.turn(1)
+T.put('after', T.lines(buf))
+"#,
+    )
+    .await;
+    assert_eq!(got.get("rows"), &json!([4, 8, 4]));
+    assert_eq!(
+        got.lines("after"),
+        ["typed during the review", "and more", "one", "TWO", "three", "four", "five", "SIX", "seven"]
+    );
+    let report = &server.requests()[1].tool_messages()[0].1;
+    assert!(report.contains("a.txt: hunks 1, 2 applied"), "{report}");
+}

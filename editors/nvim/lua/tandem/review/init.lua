@@ -206,15 +206,16 @@ local function close(proposal)
 end
 
 local function finish(proposal)
-  close(proposal)
   local accepted, rejected = hunks.tally(proposal.files)
   local failures = {}
+  -- Apply before closing: the hunks' positions are the tracking extmarks.
   for _, f in ipairs(proposal.files) do
     local ok, err = pcall(apply_file, f)
     if not ok then
       table.insert(failures, vim.fn.fnamemodify(f.path, ':~:.') .. ': ' .. tostring(err))
     end
   end
+  close(proposal)
   local answer = { applied = accepted > 0 }
   if #failures > 0 then
     vim.notify('tandem: ' .. table.concat(failures, '\n'), vim.log.levels.ERROR)
