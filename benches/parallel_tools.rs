@@ -24,9 +24,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tandem::core::daemon::NewSession;
-use tandem::core::event::{Event, StopReason, UserContent};
 use tandem::core::log::Durability;
 use tandem::tools::{ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
+use tandem::vocab::event::{Event, StopReason, UserContent};
 
 use common::{env_usize, fmt, ms, report, verdict, Stats};
 use inproc::{daemon, model_server_thread, session_config, StampingSink};

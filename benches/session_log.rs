@@ -32,15 +32,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tandem::core::event::{
-    Event, FinishReason, InputQueue, StopReason, ToolCallRequest, ToolStatus, Usage, UserContent,
-};
 use tandem::core::log::{
     now_rfc3339, read_log, Durability, EventSink, LogHeader, LoggedEvent, NullSink, SessionLog,
     LOG_VERSION,
 };
 use tandem::core::projection::Projection;
 use tandem::frontend::updates::update_notification;
+use tandem::vocab::event::{
+    Event, FinishReason, InputQueue, StopReason, ToolCallRequest, ToolStatus, Usage, UserContent,
+};
 
 use common::{fmt, ms, report, verdict, Stats};
 

@@ -39,16 +39,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tandem::config::{ApprovalMode, ProviderKind};
-use tandem::core::bridge::ClientAbilities;
+use tandem::config::ProviderKind;
 use tandem::core::daemon::NewSession;
-use tandem::core::event::{
-    Event, FinishReason, StopReason, ToolCallRequest, ToolStatus, Usage, UserContent,
-};
 use tandem::core::log::Durability;
 use tandem::core::projection::{Projection, RepairLimits};
 use tandem::provider::ModelRequest;
 use tandem::tools::{ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolRegistry};
+use tandem::vocab::approval::ApprovalMode;
+use tandem::vocab::bridge::ClientAbilities;
+use tandem::vocab::event::{
+    Event, FinishReason, StopReason, ToolCallRequest, ToolStatus, Usage, UserContent,
+};
 
 use common::{fmt, ms, report, verdict, Stats};
 use inproc::{daemon, model_server_thread, session_config, StampingSink};

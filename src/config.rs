@@ -13,6 +13,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::vocab::approval::ApprovalMode;
+
 /// Which wire format the model server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -142,42 +144,6 @@ fn secs_to_duration(secs: f64) -> Duration {
     Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX)
 }
 
-/// How much the agent may do without asking.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum ApprovalMode {
-    ReadOnly,
-    #[default]
-    Review,
-    Auto,
-}
-
-impl ApprovalMode {
-    /// The name used in config files and on the wire.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ApprovalMode::ReadOnly => "read-only",
-            ApprovalMode::Review => "review",
-            ApprovalMode::Auto => "auto",
-        }
-    }
-}
-
-impl std::str::FromStr for ApprovalMode {
-    type Err = String;
-
-    fn from_str(name: &str) -> Result<Self, String> {
-        match name {
-            "read-only" => Ok(ApprovalMode::ReadOnly),
-            "review" => Ok(ApprovalMode::Review),
-            "auto" => Ok(ApprovalMode::Auto),
-            other => Err(format!(
-                "`{other}` is not one of `read-only`, `review`, `auto`"
-            )),
-        }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApprovalConfig {
@@ -203,7 +169,7 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// Prices per model name (USD per million tokens), over the built-in
     /// table of known models.
-    pub pricing: std::collections::BTreeMap<String, crate::core::pricing::Price>,
+    pub pricing: std::collections::BTreeMap<String, crate::vocab::pricing::Price>,
 }
 
 /// A configuration problem, naming where it came from.

@@ -13,4 +13,5 @@ pub mod frontend;
 pub mod protocol;
 pub mod provider;
 pub mod tools;
+pub mod vocab;
 pub mod workspace;

@@ -67,7 +67,7 @@ async fn exec(
     };
     if let Some(Err(e)) = mode
         .as_deref()
-        .map(str::parse::<tandem::config::ApprovalMode>)
+        .map(str::parse::<tandem::vocab::approval::ApprovalMode>)
     {
         eprintln!("tandem: --mode {e}");
         return ExitCode::from(2);

@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use tandem::core::bridge::NoClient;
 use tandem::core::daemon::{Daemon, DaemonOptions};
-use tandem::core::event::Event;
 use tandem::core::log::{Durability, EventSink, LoggedEvent};
+use tandem::vocab::bridge::NoClient;
+use tandem::vocab::event::Event;
 
 use crate::model_server::{ModelServer, MODEL_NAME};
 

@@ -15,9 +15,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::bridge::ClientBridge;
 use super::driver::{run_session, AdmissionHook, MaxInputChars, SessionEnv};
-use super::event::UserContent;
 use super::history::{list_session_logs, recover_interrupted, SessionSummary};
 use super::log::{
     now_rfc3339, read_log, Durability, EventSink, LogHeader, LoggedEvent, NullSink, SessionLog,
@@ -28,6 +26,8 @@ use super::session::{RunState, Session, TurnReceipt};
 use crate::buffers::BufferCache;
 use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::tools::{Tool, ToolRegistry};
+use crate::vocab::bridge::ClientBridge;
+use crate::vocab::event::UserContent;
 use crate::workspace::Workspace;
 
 /// A failed daemon call.

@@ -22,16 +22,10 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::bridge::{BridgeOutcome, ClientBridge, PermissionChoice, PermissionRequest};
-use super::event::{
-    Cost, Event, FinishReason, StopReason, ToolCallRequest, ToolStatus, TurnId, Usage, UserContent,
-};
 use super::log::SessionLog;
-use super::pricing::{price_of, Price};
 use super::projection::{Projection, RepairLimits};
 use super::session::{PendingInput, Session, StartedWork, TurnReceipt, Work};
 use crate::buffers::BufferCache;
-use crate::config::ApprovalMode;
 use crate::config::LimitsConfig;
 use crate::provider::{
     Completion, ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError, StreamEvent,
@@ -40,6 +34,12 @@ use crate::provider::{
 use crate::tools::{
     ApprovalClass, ExecMode, Tool, ToolContext, ToolErrorKind, ToolEvent, ToolRegistry,
 };
+use crate::vocab::approval::ApprovalMode;
+use crate::vocab::bridge::{BridgeOutcome, ClientBridge, PermissionChoice, PermissionRequest};
+use crate::vocab::event::{
+    Cost, Event, FinishReason, StopReason, ToolCallRequest, ToolStatus, TurnId, Usage, UserContent,
+};
+use crate::vocab::pricing::{price_of, Price};
 use crate::workspace::Workspace;
 
 /// The summarizer's instructions (tier-2 compaction).

@@ -14,9 +14,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::event::{Event, StopReason, ToolStatus, Usage, UserContent};
 use super::log::{read_log_contents, LogError, LoggedEvent, SessionLog};
 use super::projection::render_user_content;
+use crate::vocab::event::{Event, StopReason, ToolStatus, Usage, UserContent};
 
 /// What a synthetic result of an interrupted call says.
 pub const INTERRUPTED_RESULT: &str =

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use super::event::Event;
+use crate::vocab::event::Event;
 
 /// Version of the on-disk log format written by this daemon.
 pub const LOG_VERSION: u32 = 1;
@@ -420,7 +420,7 @@ pub fn read_log(path: &Path) -> Result<(LogHeader, Vec<LoggedEvent>), LogError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::event::{StopReason, Usage};
+    use crate::vocab::event::{StopReason, Usage};
 
     struct Collect(Mutex<Vec<u64>>);
     impl EventSink for Collect {

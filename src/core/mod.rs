@@ -2,12 +2,9 @@
 //! model messages, and the driver that runs turns. Knows nothing of LSP, ACP
 //! or JSON-RPC; frontends talk to it through [`daemon::Daemon`].
 
-pub mod bridge;
 pub mod daemon;
 pub mod driver;
-pub mod event;
 pub mod history;
 pub mod log;
-pub mod pricing;
 pub mod projection;
 pub mod session;

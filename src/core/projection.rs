@@ -10,8 +10,8 @@
 //! bookkeeping events never do. The projection holds no state that cannot be
 //! rebuilt from the log.
 
-use super::event::{Event, ToolStatus, UserContent};
 use crate::provider::ModelMessage;
+use crate::vocab::event::{Event, ToolStatus, UserContent};
 
 /// The model-visible history of a session.
 #[derive(Debug, Clone)]
@@ -466,7 +466,7 @@ impl Projection {
     /// Whether some answering tool result is not in the block of tool
     /// messages right after the assistant message that made its call.
     fn results_out_of_place(&self, call_ids: &std::collections::HashSet<String>) -> bool {
-        let mut block_calls: Option<&Vec<crate::core::event::ToolCallRequest>> = None;
+        let mut block_calls: Option<&Vec<crate::vocab::event::ToolCallRequest>> = None;
         for message in &self.messages {
             match message {
                 ModelMessage::Assistant { tool_calls, .. } => block_calls = Some(tool_calls),
@@ -640,7 +640,7 @@ pub fn render_tool_result(status: ToolStatus, output: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::event::{FinishReason, ToolCallRequest, Usage};
+    use crate::vocab::event::{FinishReason, ToolCallRequest, Usage};
 
     #[test]
     fn chunks_and_failed_attempts_do_not_reach_the_model() {
@@ -708,7 +708,7 @@ mod tests {
 #[cfg(test)]
 mod repair_tests {
     use super::*;
-    use crate::core::event::ToolCallRequest;
+    use crate::vocab::event::ToolCallRequest;
 
     fn assistant(calls: &[&str]) -> ModelMessage {
         ModelMessage::Assistant {

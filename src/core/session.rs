@@ -17,9 +17,10 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
-use super::event::{Event, InputQueue, StopReason, TurnId, Usage, UserContent};
 use super::log::SessionLog;
-use crate::config::{ApprovalMode, Config};
+use crate::config::Config;
+use crate::vocab::approval::ApprovalMode;
+use crate::vocab::event::{Event, InputQueue, StopReason, TurnId, Usage, UserContent};
 
 /// What a prompt's sender gets back when its turn is over.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,11 +22,11 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use super::lsp::outgoing::Outgoing;
 use super::lsp::{stdout_writer, OutboundQueue};
 use super::updates::{daemon_error_parts, session_update, user_content};
-use crate::core::bridge::ClientAbilities;
 use crate::core::daemon::{Daemon, DaemonError, DaemonOptions, NewSession};
-use crate::core::event::StopReason;
 use crate::core::log::{Durability, EventSink, LoggedEvent};
 use crate::protocol::{ContentBlock, SessionUpdate};
+use crate::vocab::bridge::ClientAbilities;
+use crate::vocab::event::StopReason;
 
 /// The ACP protocol version this frontend speaks.
 pub const ACP_PROTOCOL_VERSION: u32 = 1;
@@ -293,7 +293,7 @@ async fn handle(
                 (Ok(s), Ok(m)) => (s, m),
                 (Err(e), _) | (_, Err(e)) => return bad(e),
             };
-            let mode: crate::config::ApprovalMode = match mode.parse() {
+            let mode: crate::vocab::approval::ApprovalMode = match mode.parse() {
                 Ok(mode) => mode,
                 Err(e) => return bad(format!("invalid params: modeId: {e}")),
             };

@@ -14,11 +14,11 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::core::bridge::NoClient;
 use crate::core::daemon::{Daemon, DaemonOptions, NewSession};
-use crate::core::event::{Event, StopReason, ToolStatus, UserContent};
 use crate::core::history::shorten;
 use crate::core::log::{Durability, EventSink, LoggedEvent};
+use crate::vocab::bridge::NoClient;
+use crate::vocab::event::{Event, StopReason, ToolStatus, UserContent};
 
 /// What to run.
 pub struct ExecTask {

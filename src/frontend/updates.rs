@@ -3,14 +3,14 @@
 //! prompts become user content, receipts become prompt results.
 
 use crate::core::daemon::DaemonError;
-use crate::core::event::{Event, InputQueue, ToolStatus, Usage, UserContent};
 use crate::core::log::LoggedEvent;
 use crate::core::session::TurnReceipt;
 use crate::protocol::{
     error_code, ContentBlock, EmbeddedResource, PlanEntry, PromptResult, SessionUpdate,
     ToolCallContent, UpdateParams, WireUsage,
 };
-use crate::tools::PlanStatus;
+use crate::vocab::event::{Event, InputQueue, ToolStatus, Usage, UserContent};
+use crate::vocab::plan::PlanStatus;
 
 /// A daemon error as every wire reports it: tandem's error code, the
 /// message, and data naming what was unknown.

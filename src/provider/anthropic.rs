@@ -21,7 +21,7 @@ use super::{
     StreamEvent, ToolSpec,
 };
 use crate::config::ModelConfig;
-use crate::core::event::{FinishReason, Thinking, ToolCallRequest, Usage};
+use crate::vocab::event::{FinishReason, Thinking, ToolCallRequest, Usage};
 
 /// The API version this module speaks.
 const ANTHROPIC_VERSION: &str = "2023-06-01";

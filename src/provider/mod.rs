@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::{ModelConfig, ProviderKind};
-use crate::core::event::{FinishReason, Thinking, ToolCallRequest, Usage};
+use crate::vocab::event::{FinishReason, Thinking, ToolCallRequest, Usage};
 
 /// One message of the model's context, in provider-neutral form.
 #[derive(Debug, Clone, PartialEq)]

@@ -20,7 +20,7 @@ use super::{
     StreamEvent, ToolSpec,
 };
 use crate::config::ModelConfig;
-use crate::core::event::{FinishReason, Thinking, ToolCallRequest, Usage};
+use crate::vocab::event::{FinishReason, Thinking, ToolCallRequest, Usage};
 
 /// A chat-completions endpoint. Holds no key: the key is read from the
 /// environment on every call, so it is never stored or printed.

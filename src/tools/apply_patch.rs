@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::core::event::FileDiff;
+use crate::vocab::event::FileDiff;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::watch;
@@ -38,8 +38,8 @@ use super::edits::{
 use super::patch::{apply_hunks, parse_patch, AppliedHunk, FileOp, Patch};
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 use crate::buffers::TextChange;
-use crate::config::ApprovalMode;
-use crate::core::bridge::{ApplyEditRequest, BridgeOutcome, PermissionRequest};
+use crate::vocab::approval::ApprovalMode;
+use crate::vocab::bridge::{ApplyEditRequest, BridgeOutcome, PermissionRequest};
 
 pub struct ApplyPatch;
 
@@ -1209,7 +1209,7 @@ mod tests {
 
     use super::*;
     use crate::buffers::BufferCache;
-    use crate::core::bridge::{
+    use crate::vocab::bridge::{
         ApplyEditResponse, ClientAbilities, ClientBridge, PermissionChoice, UserInputRequest,
     };
     use crate::workspace::Workspace;
@@ -1327,7 +1327,7 @@ mod tests {
             &self,
             _: PermissionRequest,
             _: &CancellationToken,
-        ) -> BridgeOutcome<crate::core::bridge::PermissionAnswer> {
+        ) -> BridgeOutcome<crate::vocab::bridge::PermissionAnswer> {
             *self.permission_requests.lock().expect("lock") += 1;
             match self.permission {
                 Some(choice) => BridgeOutcome::Answered(choice.into()),
@@ -1406,7 +1406,7 @@ mod tests {
     }
 
     fn auto() -> Arc<dyn ClientBridge> {
-        Arc::new(crate::core::bridge::NoClient)
+        Arc::new(crate::vocab::bridge::NoClient)
     }
 
     const MULTI: &str = "*** Begin Patch

@@ -23,9 +23,10 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::buffers::BufferCache;
-use crate::config::ApprovalMode;
-use crate::core::bridge::{ClientAbilities, ClientBridge, NoClient};
 use crate::provider::ToolSpec;
+use crate::vocab::approval::ApprovalMode;
+use crate::vocab::bridge::{ClientAbilities, ClientBridge, NoClient};
+use crate::vocab::plan::PlanStep;
 use crate::workspace::Workspace;
 
 /// Whether calls of a tool may run alongside others from the same response.
@@ -88,21 +89,6 @@ impl ToolContext {
     }
 }
 
-/// One entry of a plan (`update_plan`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PlanStep {
-    pub step: String,
-    pub status: PlanStatus,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanStatus {
-    Pending,
-    InProgress,
-    Completed,
-}
-
 /// What a running tool reports besides its result.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolEvent {
@@ -110,7 +96,7 @@ pub enum ToolEvent {
     Output(String),
     /// The files a call proposes or makes changes to, for editors to
     /// render (all of them at once: ACP clients replace a call's content).
-    Diffs(Vec<crate::core::event::FileDiff>),
+    Diffs(Vec<crate::vocab::event::FileDiff>),
     /// A new plan (`update_plan`).
     Plan {
         explanation: Option<String>,

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
-use crate::core::bridge::{BridgeOutcome, UserInputRequest};
+use crate::vocab::bridge::{BridgeOutcome, UserInputRequest};
 
 pub struct RequestUserInput;
 

@@ -4,10 +4,9 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{
-    parse_args, ApprovalClass, ExecMode, PlanStatus, PlanStep, Tool, ToolContext, ToolError,
-    ToolEvent,
-};
+use crate::vocab::plan::{PlanStatus, PlanStep};
+
+use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 
 pub struct UpdatePlan;
 

@@ -12,15 +12,15 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
-use tandem::core::bridge::NoClient;
 use tandem::core::daemon::{Daemon, DaemonOptions, NewSession};
 use tandem::core::driver::{Admission, AdmissionHook, ClaimedInput};
-use tandem::core::event::{Event, InputQueue, StopReason, ToolStatus, UserContent};
 use tandem::core::log::{read_log, Durability, EventSink, LoggedEvent};
 use tandem::core::session::{Session, TurnReceipt};
 use tandem::frontend::updates::session_update;
 use tandem::protocol::SessionUpdate;
 use tandem::tools::{ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
+use tandem::vocab::bridge::NoClient;
+use tandem::vocab::event::{Event, InputQueue, StopReason, ToolStatus, UserContent};
 
 use crate::support::model_server::{openai, within_real_time, ModelServer, Reply, SseStep};
 use crate::support::TEST_DEADLINE;

@@ -2,12 +2,12 @@
 
 use serde_json::json;
 use tandem::config::{ModelConfig, ProviderKind};
-use tandem::core::event::{FinishReason, Thinking, ToolCallRequest, Usage};
 use tandem::provider::anthropic::{AnthropicProvider, DEFAULT_MAX_TOKENS};
 use tandem::provider::{
     from_config, ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError, StreamEvent,
     ToolSpec,
 };
+use tandem::vocab::event::{FinishReason, Thinking, ToolCallRequest, Usage};
 
 use crate::support::model_server::anthropic::{self, Block};
 use crate::support::model_server::{ModelServer, Reply, SseStep, MODEL_NAME};

@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde_json::json;
 use tandem::config::{ModelConfig, ProviderKind};
-use tandem::core::event::{FinishReason, Thinking, ToolCallRequest, Usage};
 use tandem::provider::openai::OpenAiProvider;
 use tandem::provider::{
     ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError, StreamEvent, ToolSpec,
 };
+use tandem::vocab::event::{FinishReason, Thinking, ToolCallRequest, Usage};
 
 use crate::support::model_server::{
     openai, unused_base_url, ModelServer, Reply, SseStep, MODEL_NAME,

@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::OutboundQueue;
-use crate::core::bridge::{
+use crate::vocab::bridge::{
     ApplyEditRequest, ApplyEditResponse, BridgeOutcome, ClientAbilities, ClientBridge,
     PermissionAnswer, PermissionChoice, PermissionRequest, UserInputRequest,
 };

@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::outgoing::Outgoing;
 use super::OutboundQueue;
-use crate::core::bridge::BridgeOutcome;
-use crate::core::event::Event;
+use crate::vocab::bridge::BridgeOutcome;
+use crate::vocab::event::Event;
 
 /// Turns session events into `$/progress` notifications.
 pub struct Progress {

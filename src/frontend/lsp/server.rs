@@ -18,8 +18,6 @@ use tower_lsp::{Client, ClientSocket, LanguageServer, LspService};
 use super::outgoing::Outgoing;
 use super::progress::Progress;
 use crate::buffers::{self, PositionEncoding, TextChange};
-use crate::config::ApprovalMode;
-use crate::core::bridge::ClientAbilities;
 use crate::core::daemon::{file_uri_to_path, Daemon, DaemonError, NewSession};
 use crate::frontend::updates::{daemon_error_parts, prompt_result, user_content};
 use crate::protocol::{
@@ -27,6 +25,8 @@ use crate::protocol::{
     LoadSessionResult, NewSessionParams, NewSessionResult, PromptParams, PromptResult,
     SetModeParams, SetModeResult, SteerParams, SteerResult, PROTOCOL_VERSION,
 };
+use crate::vocab::approval::ApprovalMode;
+use crate::vocab::bridge::ClientAbilities;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
 const TANDEM_METHODS: [&str; 7] = [

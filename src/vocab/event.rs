@@ -305,11 +305,11 @@ pub enum Event {
         turn_id: TurnId,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         explanation: Option<String>,
-        steps: Vec<crate::tools::PlanStep>,
+        steps: Vec<crate::vocab::plan::PlanStep>,
     },
     /// The session's approval mode changed (`tandem/setMode`).
     ModeChanged {
-        mode: crate::config::ApprovalMode,
+        mode: crate::vocab::approval::ApprovalMode,
     },
     /// A tool call began running.
     ToolStarted {
@@ -400,7 +400,7 @@ impl Event {
     /// Whether appending the event fsyncs the log: what the user was told
     /// is accepted (queued input, approvals, mode changes) and turn ends.
     /// Tool calls and results are synced by the driver once per batch
-    /// ([`crate::core::log::SessionLog::sync`]) — before the calls run and
+    /// (`SessionLog::sync` in `core::log`) — before the calls run and
     /// before their results go to the model — so a step costs one fsync,
     /// not one per call. Everything else reaches the OS but is not synced.
     pub fn is_durable_boundary(&self) -> bool {
