@@ -22,7 +22,11 @@ async fn tool_calls_and_the_plan_are_updated_in_place() {
         "update_plan",
         &plan(json!([{"step": "Read a.txt", "status": "in_progress"}, {"step": "Explain it", "status": "pending"}])),
     )]));
-    server.push(openai::tool_calls(&[("call_read", "read_file", r#"{"path":"a.txt"}"#)]));
+    server.push(openai::tool_calls(&[(
+        "call_read",
+        "read_file",
+        r#"{"path":"a.txt"}"#,
+    )]));
     server.push(openai::tool_calls(&[(
         "call_plan2",
         "update_plan",
@@ -44,12 +48,19 @@ T.put('chat', T.chat_lines())
     .await;
     let chat = got.lines("chat");
     let text = chat.join("\n");
-    assert_eq!(chat.iter().filter(|l| l.as_str() == "**Plan**").count(), 1, "{text}");
+    assert_eq!(
+        chat.iter().filter(|l| l.as_str() == "**Plan**").count(),
+        1,
+        "{text}"
+    );
     assert!(
         text.contains("**Plan**\n- [x] Read a.txt\n- [~] Explain it"),
         "{text}"
     );
-    let reads: Vec<&String> = chat.iter().filter(|l| l.contains("Read a.txt") && l.contains("`read`")).collect();
+    let reads: Vec<&String> = chat
+        .iter()
+        .filter(|l| l.contains("Read a.txt") && l.contains("`read`"))
+        .collect();
     assert_eq!(reads.len(), 1, "{text}");
     assert!(reads[0].ends_with("· done"), "{text}");
     assert!(text.contains("## explain a.txt"), "{text}");
@@ -64,10 +75,20 @@ async fn a_stream_of_5000_chunks_lands_whole_in_the_chat() {
     }
     let server = ModelServer::start().await;
     let pieces: Vec<String> = (0..5000)
-        .map(|i| if i % 50 == 49 { format!("w{i}\n") } else { format!("w{i} ") })
+        .map(|i| {
+            if i % 50 == 49 {
+                format!("w{i}\n")
+            } else {
+                format!("w{i} ")
+            }
+        })
         .collect();
     let mut steps = vec![openai::delta(json!({"role": "assistant", "content": ""}))];
-    steps.extend(pieces.iter().map(|p| openai::delta(json!({ "content": p }))));
+    steps.extend(
+        pieces
+            .iter()
+            .map(|p| openai::delta(json!({ "content": p }))),
+    );
     steps.extend(openai::ending("stop"));
     server.push(Reply::Sse(steps));
     let ws = Workspace::new();
@@ -86,7 +107,10 @@ T.put('chat', T.chat_lines())
     .await;
     let chat = got.text("chat");
     let whole: String = pieces.concat();
-    assert!(chat.contains(whole.trim_end()), "the streamed text is not whole in the chat");
+    assert!(
+        chat.contains(whole.trim_end()),
+        "the streamed text is not whole in the chat"
+    );
     eprintln!("5000 chunks in {} ms", got.get("ms"));
 }
 

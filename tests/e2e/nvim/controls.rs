@@ -81,7 +81,11 @@ T.put('chat', T.chat_lines())
     )
     .await;
     assert_eq!(got.get("second")["stopReason"], "end_turn");
-    assert!(got.text("chat").contains("## also look at the tests"), "{}", got.text("chat"));
+    assert!(
+        got.text("chat").contains("## also look at the tests"),
+        "{}",
+        got.text("chat")
+    );
     let asked = user_text(&server.requests()[1]);
     assert!(asked.contains("also look at the tests"), "{asked}");
 }

@@ -36,13 +36,19 @@ T.put('chat', T.chat_lines())
     )
     .await;
     let chat = got.text("chat");
-    assert!(chat.contains("The buffer says hello from Neovim."), "{chat}");
+    assert!(
+        chat.contains("The buffer says hello from Neovim."),
+        "{chat}"
+    );
     assert!(chat.contains("Read src/lib.rs"), "{chat}");
     assert_eq!(got.get("receipt")["stopReason"], "end_turn");
     // The model read the unsaved buffer, not the file on disk.
     let requests = server.requests();
     let result = &requests[1].tool_messages()[0].1;
-    assert!(result.contains("// unsaved: hello from the buffer 😀"), "{result}");
+    assert!(
+        result.contains("// unsaved: hello from the buffer 😀"),
+        "{result}"
+    );
     assert!(!result.contains("on disk"), "{result}");
 }
 
@@ -66,8 +72,17 @@ T.put('chat', T.chat_lines())
 "#,
     )
     .await;
-    assert_eq!(got.get("receipt")["stopReason"], "end_turn", "{:#}", got.results);
-    assert!(got.text("chat").contains("first answer"), "{}", got.text("chat"));
+    assert_eq!(
+        got.get("receipt")["stopReason"],
+        "end_turn",
+        "{:#}",
+        got.results
+    );
+    assert!(
+        got.text("chat").contains("first answer"),
+        "{}",
+        got.text("chat")
+    );
     assert!(!got.stderr.contains("not initialized"), "{}", got.stderr);
 }
 
@@ -78,7 +93,11 @@ async fn a_buffer_opened_after_the_first_prompt_reaches_the_agent_unsaved() {
     }
     let server = ModelServer::start().await;
     server.push(openai::text(["ok"]));
-    server.push(openai::tool_calls(&[("call_1", "read_file", r#"{"path":"b.txt"}"#)]));
+    server.push(openai::tool_calls(&[(
+        "call_1",
+        "read_file",
+        r#"{"path":"b.txt"}"#,
+    )]));
     server.push(openai::text(["read it"]));
     let ws = Workspace::new();
     ws.write("a.txt", "a\n");
@@ -184,7 +203,10 @@ async fn the_model_is_offered_questions_and_a_range_prompt_sends_the_selection()
     let server = ModelServer::start().await;
     server.push(openai::text(["it adds"]));
     let ws = Workspace::new();
-    ws.write("m.py", "import os\ndef add(a, b):\n    return a + b\nprint(1)\n");
+    ws.write(
+        "m.py",
+        "import os\ndef add(a, b):\n    return a + b\nprint(1)\n",
+    );
     run(
         &ws,
         &config(&server, "review"),
@@ -204,7 +226,10 @@ T.turn(1)
     );
     let asked = user_text(request);
     assert!(asked.contains("what does this do?"), "{asked}");
-    assert!(asked.contains("def add(a, b):\n    return a + b"), "{asked}");
+    assert!(
+        asked.contains("def add(a, b):\n    return a + b"),
+        "{asked}"
+    );
     assert!(asked.contains("m.py#L2-3"), "{asked}");
     assert!(!asked.contains("import os"), "{asked}");
 }

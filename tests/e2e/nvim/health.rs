@@ -25,9 +25,15 @@ T.put('report', T.lines(0))
     let report = got.text("report");
     assert!(report.contains("OK Neovim 0."), "{report}");
     assert!(report.contains("OK setup() options are valid"), "{report}");
-    assert!(report.contains(&format!("OK tandem {}", env!("CARGO_PKG_VERSION"))), "{report}");
     assert!(
-        report.contains(&format!("OK model server reachable at {}", server.base_url())),
+        report.contains(&format!("OK tandem {}", env!("CARGO_PKG_VERSION"))),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "OK model server reachable at {}",
+            server.base_url()
+        )),
         "{report}"
     );
     assert!(!report.contains("ERROR"), "{report}");
@@ -59,11 +65,27 @@ T.put('good', good)
     .await;
     assert_eq!(got.get("ok"), &json!(false));
     let messages = got.text("messages");
-    assert!(messages.contains("`cmd` must be table, got string"), "{messages}");
-    assert!(messages.contains("`keymaps.review_accept` must be a string or false, got number"), "{messages}");
-    assert!(messages.contains("`chat.width` must be a number, got string"), "{messages}");
-    assert!(messages.contains("unknown setup() option(s) ignored: modle"), "{messages}");
-    assert_eq!(got.get("command"), &json!(0), "nothing is set up from bad options");
+    assert!(
+        messages.contains("`cmd` must be table, got string"),
+        "{messages}"
+    );
+    assert!(
+        messages.contains("`keymaps.review_accept` must be a string or false, got number"),
+        "{messages}"
+    );
+    assert!(
+        messages.contains("`chat.width` must be a number, got string"),
+        "{messages}"
+    );
+    assert!(
+        messages.contains("unknown setup() option(s) ignored: modle"),
+        "{messages}"
+    );
+    assert_eq!(
+        got.get("command"),
+        &json!(0),
+        "nothing is set up from bad options"
+    );
     assert_eq!(got.get("good"), &json!(true));
 }
 

@@ -44,11 +44,26 @@ T.put('confirm', { h.needs_confirmation({ changeAnnotations = { p = { needsConfi
 "#,
     )
     .await;
-    assert_eq!(got.get("replace_whole_line"), &json!({"first": 1, "last": 1, "new": ["TWO"]}));
-    assert_eq!(got.get("replace_inside_line"), &json!({"first": 1, "last": 1, "new": ["tWo"]}));
-    assert_eq!(got.get("insert_lines"), &json!({"first": 1, "last": 0, "new": ["a", "b"]}));
-    assert_eq!(got.get("delete_lines"), &json!({"first": 0, "last": 1, "new": []}));
-    assert_eq!(got.get("at_end"), &json!({"first": 3, "last": 2, "new": ["four"]}));
+    assert_eq!(
+        got.get("replace_whole_line"),
+        &json!({"first": 1, "last": 1, "new": ["TWO"]})
+    );
+    assert_eq!(
+        got.get("replace_inside_line"),
+        &json!({"first": 1, "last": 1, "new": ["tWo"]})
+    );
+    assert_eq!(
+        got.get("insert_lines"),
+        &json!({"first": 1, "last": 0, "new": ["a", "b"]})
+    );
+    assert_eq!(
+        got.get("delete_lines"),
+        &json!({"first": 0, "last": 1, "new": []})
+    );
+    assert_eq!(
+        got.get("at_end"),
+        &json!({"first": 3, "last": 2, "new": ["four"]})
+    );
     assert_eq!(got.get("applied"), &json!(["ONE", "two", "THREE"]));
     assert_eq!(got.get("created"), &json!(["# new", "file"]));
     assert_eq!(

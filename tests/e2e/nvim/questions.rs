@@ -76,7 +76,9 @@ async fn a_cancelled_question_fails_the_call_and_the_turn_ends() {
         return;
     }
     let server = ModelServer::start().await;
-    server.push(ask(json!([{"id": "x", "question": "Which?", "options": [{"label": "a"}]}])));
+    server.push(ask(
+        json!([{"id": "x", "question": "Which?", "options": [{"label": "a"}]}]),
+    ));
     server.push(openai::text(["ok, never mind"]));
     let ws = Workspace::new();
     let got = run(
@@ -96,5 +98,9 @@ T.put('chat', T.chat_lines())
     assert_eq!(got.get("receipt")["stopReason"], "end_turn");
     let answer = &server.requests()[1].tool_messages()[0].1;
     assert!(answer.contains("did not answer"), "{answer}");
-    assert!(got.text("chat").contains("ok, never mind"), "{}", got.text("chat"));
+    assert!(
+        got.text("chat").contains("ok, never mind"),
+        "{}",
+        got.text("chat")
+    );
 }

@@ -91,20 +91,44 @@ T.put('before', before)
     assert_eq!(got.lines("open_removed"), ["two", "six"]);
     assert_eq!(got.lines("open_added"), ["TWO", "SIX"]);
     assert_eq!(got.get("open_signs"), &json!(2));
-    assert!(got.text("open_hints").contains("<leader>ta accept"), "{}", got.text("open_hints"));
-    assert_eq!(got.get("map"), &json!("tandem: accept the hunk under the cursor"));
+    assert!(
+        got.text("open_hints").contains("<leader>ta accept"),
+        "{}",
+        got.text("open_hints")
+    );
+    assert_eq!(
+        got.get("map"),
+        &json!("tandem: accept the hunk under the cursor")
+    );
     assert_eq!(got.lines("during"), got.lines("before"));
     // After the first decision only the second hunk is still proposed.
     assert_eq!(got.lines("half_removed"), ["six"]);
-    assert!(got.text("half_hints").contains("accepted"), "{}", got.text("half_hints"));
+    assert!(
+        got.text("half_hints").contains("accepted"),
+        "{}",
+        got.text("half_hints")
+    );
     assert_eq!(
         got.lines("after"),
-        ["user edit", "one", "TWO", "three", "four", "five", "six", "seven"]
+        [
+            "user edit",
+            "one",
+            "TWO",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven"
+        ]
     );
     assert_eq!(got.get("left"), &json!(0));
     assert_eq!(got.get("map_after"), &json!(""));
     assert_eq!(got.lines("undone"), got.lines("before"));
-    assert_eq!(ws.read("a.txt").as_deref(), Some(SEVEN), "nothing is written to disk");
+    assert_eq!(
+        ws.read("a.txt").as_deref(),
+        Some(SEVEN),
+        "nothing is written to disk"
+    );
     let report = &server.requests()[1].tool_messages()[0].1;
     assert!(
         report.contains("a.txt: hunk 1 applied; hunk 2 rejected by the user"),
@@ -152,7 +176,12 @@ T.put('rejected', T.lines(buf))
     )
     .await;
     assert_eq!(got.get("hunks"), &json!(2));
-    assert_eq!(got.get("diff_folded"), &json!(true), "{}", got.text("diff_chat"));
+    assert_eq!(
+        got.get("diff_folded"),
+        &json!(true),
+        "{}",
+        got.text("diff_chat")
+    );
     let chat = got.text("diff_chat");
     assert!(chat.contains("  -two\n  +TWO"), "{chat}");
     let loud = ["one", "TWO", "three", "four", "five", "SIX", "seven"];
@@ -160,9 +189,15 @@ T.put('rejected', T.lines(buf))
     assert_eq!(got.lines("rejected"), loud);
     let requests = server.requests();
     let first = &requests[1].tool_messages()[0].1;
-    assert!(first.contains("The patch was applied:\n- a.txt: hunks 1, 2 applied"), "{first}");
+    assert!(
+        first.contains("The patch was applied:\n- a.txt: hunks 1, 2 applied"),
+        "{first}"
+    );
     let second = &requests[2].tool_messages()[1].1;
-    assert!(second.contains("The user rejected the patch; nothing was changed."), "{second}");
+    assert!(
+        second.contains("The user rejected the patch; nothing was changed."),
+        "{second}"
+    );
 }
 
 #[tokio::test]
@@ -199,16 +234,30 @@ T.put('new_modified', vim.bo[new].modified)
     );
     let got = run(&ws, &config(&server, "review"), &body).await;
     assert_eq!(got.lines("new_added"), ["# Todo", "- ship it"]);
-    assert!(got.text("new_hints").contains("new file"), "{}", got.text("new_hints"));
+    assert!(
+        got.text("new_hints").contains("new file"),
+        "{}",
+        got.text("new_hints")
+    );
     assert_eq!(got.lines("old_removed"), ["keep me"]);
-    assert!(got.text("old_hints").contains("file deleted"), "{}", got.text("old_hints"));
+    assert!(
+        got.text("old_hints").contains("file deleted"),
+        "{}",
+        got.text("old_hints")
+    );
     assert_eq!(got.lines("new_lines"), ["# Todo", "- ship it"]);
     assert_eq!(got.get("new_modified"), &json!(false));
-    assert_eq!(ws.read("notes/todo.md").as_deref(), Some("# Todo\n- ship it\n"));
+    assert_eq!(
+        ws.read("notes/todo.md").as_deref(),
+        Some("# Todo\n- ship it\n")
+    );
     assert_eq!(ws.read("old.txt").as_deref(), Some("keep me\n"));
     let report = &server.requests()[1].tool_messages()[0].1;
     assert!(report.contains("notes/todo.md: created"), "{report}");
-    assert!(report.contains("old.txt: not deleted (rejected by the user)"), "{report}");
+    assert!(
+        report.contains("old.txt: not deleted (rejected by the user)"),
+        "{report}"
+    );
 }
 
 #[tokio::test]
@@ -251,7 +300,17 @@ T.put('after', T.lines(buf))
     assert_eq!(got.get("rows"), &json!([4, 8, 4]));
     assert_eq!(
         got.lines("after"),
-        ["typed during the review", "and more", "one", "TWO", "three", "four", "five", "SIX", "seven"]
+        [
+            "typed during the review",
+            "and more",
+            "one",
+            "TWO",
+            "three",
+            "four",
+            "five",
+            "SIX",
+            "seven"
+        ]
     );
     let report = &server.requests()[1].tool_messages()[0].1;
     assert!(report.contains("a.txt: hunks 1, 2 applied"), "{report}");

@@ -46,7 +46,10 @@ T.turn(2)
     .await;
     let listed = got.lines("listed");
     assert_eq!(listed.len(), 1, "{listed:?}");
-    assert!(listed[0].starts_with("remember the number  (idle, 1 turn, "), "{listed:?}");
+    assert!(
+        listed[0].starts_with("remember the number  (idle, 1 turn, "),
+        "{listed:?}"
+    );
     let replayed = got.text("replayed");
     assert!(replayed.contains("## remember the number"), "{replayed}");
     assert!(replayed.contains("The answer is 42."), "{replayed}");

@@ -51,12 +51,28 @@ T.put('chat', T.chat_lines())
     )
     .await;
     let titles = got.lines("titles");
-    assert!(titles.contains(&"tandem: Explain".to_string()), "{titles:?}");
-    assert!(titles.contains(&"tandem: Edit selection…".to_string()), "{titles:?}");
-    assert!(!titles.contains(&"tandem: Fix".to_string()), "no diagnostics, no Fix: {titles:?}");
-    assert!(got.text("chat").contains("It subtracts."), "{}", got.text("chat"));
+    assert!(
+        titles.contains(&"tandem: Explain".to_string()),
+        "{titles:?}"
+    );
+    assert!(
+        titles.contains(&"tandem: Edit selection…".to_string()),
+        "{titles:?}"
+    );
+    assert!(
+        !titles.contains(&"tandem: Fix".to_string()),
+        "no diagnostics, no Fix: {titles:?}"
+    );
+    assert!(
+        got.text("chat").contains("It subtracts."),
+        "{}",
+        got.text("chat")
+    );
     let asked = user_text(&server.requests()[0]);
-    assert!(asked.contains("def add(a, b):\n    return a - b"), "{asked}");
+    assert!(
+        asked.contains("def add(a, b):\n    return a - b"),
+        "{asked}"
+    );
 }
 
 #[tokio::test]
@@ -91,7 +107,11 @@ T.put('buffer', T.lines(buf))
 "#,
     )
     .await;
-    assert!(got.text("asked").contains("edit the selection"), "{:#}", got.results);
+    assert!(
+        got.text("asked").contains("edit the selection"),
+        "{:#}",
+        got.results
+    );
     assert_eq!(
         got.lines("buffer"),
         ["def add(a, b):", "    return a + b", "", "print(add(1, 2))"]
@@ -125,7 +145,11 @@ T.put('chat', T.chat_lines())
     )
     .await;
     assert_eq!(got.get("completion"), &json!(["edit", "explain"]));
-    assert!(got.text("chat").contains("It prints 3."), "{}", got.text("chat"));
+    assert!(
+        got.text("chat").contains("It prints 3."),
+        "{}",
+        got.text("chat")
+    );
     let asked = user_text(&server.requests()[0]);
     assert!(asked.contains("print(add(1, 2))"), "{asked}");
 }
