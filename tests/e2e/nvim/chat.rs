@@ -148,3 +148,49 @@ T.put('chat', T.chat_lines())
     assert!(chat.contains("[cancelled"), "{chat}");
     assert!(chat.contains("second answer"), "{chat}");
 }
+
+#[tokio::test]
+async fn the_editor_stays_responsive_while_1000_chunks_a_second_stream() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    let mut steps = vec![openai::delta(json!({"role": "assistant", "content": ""}))];
+    for i in 0..3000u64 {
+        steps.push(SseStep::Until(std::time::Duration::from_millis(i)));
+        steps.push(openai::delta(json!({ "content": format!("c{i} ") })));
+    }
+    steps.extend(openai::ending("stop"));
+    server.push(Reply::Sse(steps));
+    let ws = Workspace::new();
+    let got = run(
+        &ws,
+        &config(&server, "read-only"),
+        r#"
+T.setup()
+-- The longest the event loop went without running a 5 ms timer.
+local last, worst = vim.uv.hrtime(), 0
+local timer = vim.uv.new_timer()
+timer:start(5, 5, vim.schedule_wrap(function()
+  local now = vim.uv.hrtime()
+  worst = math.max(worst, (now - last) / 1e6)
+  last = now
+end))
+vim.cmd('TandemPrompt stream steadily')
+T.wait(function() return T.chat_text():find('c10 ', 1, true) ~= nil end, 'the stream to start')
+last, worst = vim.uv.hrtime(), 0
+T.turn(1)
+timer:stop()
+T.put('worst_ms', worst)
+T.put('chat', T.chat_lines())
+"#,
+    )
+    .await;
+    let worst = got.get("worst_ms").as_f64().expect("a number");
+    eprintln!("longest event-loop stall while streaming: {worst:.1} ms");
+    assert!(worst < 250.0, "the editor stalled for {worst:.1} ms");
+    assert!(
+        got.text("chat").contains("c2999 "),
+        "the stream is not whole"
+    );
+}

@@ -104,3 +104,50 @@ T.put('chat', T.chat_lines())
         got.text("chat")
     );
 }
+
+#[tokio::test]
+async fn a_command_in_review_mode_is_allowed_or_rejected_with_vim_ui_select() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    server.push(openai::tool_calls(&[(
+        "call_1",
+        "exec_command",
+        r#"{"cmd":"echo allowed-ran"}"#,
+    )]));
+    server.push(openai::tool_calls(&[(
+        "call_2",
+        "exec_command",
+        r#"{"cmd":"echo never-ran"}"#,
+    )]));
+    server.push(openai::text(["done"]));
+    let ws = Workspace::new();
+    let got = run(
+        &ws,
+        &config(&server, "review"),
+        r#"
+T.setup()
+local asked = {}
+vim.ui.select = function(items, opts, on_choice)
+  table.insert(asked, opts.prompt .. ': ' .. table.concat(vim.tbl_map(opts.format_item, items), ' | '))
+  on_choice(#asked == 1 and items[1] or nil)
+end
+vim.cmd('TandemPrompt run things')
+T.turn(1)
+T.put('asked', asked)
+"#,
+    )
+    .await;
+    let asked = got.lines("asked");
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(
+        asked[0].starts_with("tandem wants to: Run `echo allowed-ran`: Allow once | Always allow"),
+        "{asked:?}"
+    );
+    let requests = server.requests();
+    let first = &requests[1].tool_messages()[0].1;
+    assert!(first.contains("allowed-ran"), "{first}");
+    let second = &requests[2].tool_messages()[1].1;
+    assert!(second.contains("dismissed"), "{second}");
+}

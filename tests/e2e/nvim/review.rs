@@ -315,3 +315,87 @@ T.put('after', T.lines(buf))
     let report = &server.requests()[1].tool_messages()[0].1;
     assert!(report.contains("a.txt: hunks 1, 2 applied"), "{report}");
 }
+
+#[tokio::test]
+async fn a_moved_file_is_decided_whole() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    server.push(patch_call(
+        "call_m",
+        "*** Begin Patch\n*** Update File: a.txt\n*** Move to: moved/b.txt\n@@\n-alpha\n+ALPHA\n*** End Patch",
+    ));
+    server.push(openai::text(["moved"]));
+    let ws = Workspace::new();
+    ws.write("a.txt", "alpha\nbeta\n");
+    let body = format!(
+        "{RECORD_MARKS}{}",
+        r#"
+T.setup()
+vim.cmd('edit a.txt')
+local buf = vim.api.nvim_get_current_buf()
+vim.cmd('TandemPrompt move it')
+T.event('TandemReviewOpen')
+record_marks('move', buf)
+vim.api.nvim_win_set_cursor(0, { 2, 0 })
+vim.cmd('TandemReviewAccept')
+T.turn(1)
+T.put('name', vim.fn.fnamemodify(vim.api.nvim_buf_get_name(0), ':.'))
+T.put('lines', T.lines(0))
+"#
+    );
+    let got = run(&ws, &config(&server, "review"), &body).await;
+    assert!(
+        got.text("move_hints").contains("moved to"),
+        "{}",
+        got.text("move_hints")
+    );
+    assert_eq!(got.lines("lines"), ["ALPHA", "beta"]);
+    assert_eq!(got.get("name"), &json!("moved/b.txt"));
+    assert_eq!(ws.read("moved/b.txt").as_deref(), Some("ALPHA\nbeta\n"));
+    assert_eq!(ws.read("a.txt"), None);
+    let report = &server.requests()[1].tool_messages()[0].1;
+    assert!(
+        report.contains("a.txt -> moved/b.txt: moved; hunk 1 applied"),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn cancelling_the_turn_withdraws_the_review_and_leaves_the_buffer_alone() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    server.push(patch_call("call_p", TWO_HUNKS));
+    server.push(openai::text(["after the cancel"]));
+    let ws = Workspace::new();
+    ws.write("a.txt", SEVEN);
+    let got = run(
+        &ws,
+        &config(&server, "review"),
+        r#"
+T.setup()
+vim.cmd('edit a.txt')
+local buf = vim.api.nvim_get_current_buf()
+vim.cmd('TandemPrompt shout')
+T.event('TandemReviewOpen')
+local seen = #T.events
+vim.cmd('TandemCancel')
+local done = T.event('TandemReviewDone', seen)
+T.put('withdrawn', done.data.withdrawn or false)
+T.put('first', T.turn(1))
+T.put('marks', #vim.api.nvim_buf_get_extmarks(buf, vim.api.nvim_get_namespaces().tandem_review, 0, -1, {}))
+T.put('lines', T.lines(buf))
+vim.cmd('TandemPrompt again')
+T.put('second', T.turn(2))
+"#,
+    )
+    .await;
+    assert_eq!(got.get("withdrawn"), &json!(true));
+    assert_eq!(got.get("first")["stopReason"], "cancelled");
+    assert_eq!(got.get("marks"), &json!(0));
+    assert_eq!(got.text("lines"), SEVEN.trim_end());
+    assert_eq!(got.get("second")["stopReason"], "end_turn");
+}

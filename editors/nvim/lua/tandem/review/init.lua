@@ -246,6 +246,10 @@ local function hunk_at_cursor()
   local buf = vim.api.nvim_get_current_buf()
   local row = vim.api.nvim_win_get_cursor(0)[1] - 1
   for _, entry in ipairs(files_in(buf)) do
+    if entry.file.kind ~= 'update' then
+      -- A created, deleted or moved file is decided whole, from anywhere in it.
+      return entry.proposal, entry.file, 1
+    end
     local spans = vim.tbl_map(function(p)
       return { p.first, p.last }
     end, ui.previews(entry.file))
