@@ -194,3 +194,46 @@ T.put('chat', T.chat_lines())
         "the stream is not whole"
     );
 }
+
+#[tokio::test]
+async fn tool_calls_of_different_turns_with_the_same_id_get_lines_of_their_own() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    // Some local models number their calls from call_0 in every response.
+    server.push(openai::tool_calls(&[(
+        "call_0",
+        "read_file",
+        r#"{"path":"a.txt"}"#,
+    )]));
+    server.push(openai::text(["one"]));
+    server.push(openai::tool_calls(&[(
+        "call_0",
+        "read_file",
+        r#"{"path":"b.txt"}"#,
+    )]));
+    server.push(openai::text(["two"]));
+    let ws = Workspace::new();
+    ws.write("a.txt", "a\n");
+    ws.write("b.txt", "b\n");
+    let got = run(
+        &ws,
+        &config(&server, "read-only"),
+        r#"
+T.setup()
+vim.cmd('TandemPrompt first')
+T.turn(1)
+vim.cmd('TandemPrompt second')
+T.turn(2)
+T.put('chat', T.chat_lines())
+"#,
+    )
+    .await;
+    let chat = got.text("chat");
+    assert!(chat.contains("- `read` Read a.txt · done"), "{chat}");
+    assert!(chat.contains("- `read` Read b.txt · done"), "{chat}");
+    let first = chat.find("Read a.txt").expect("first");
+    let second = chat.find("## second").expect("second prompt");
+    assert!(first < second, "{chat}");
+}

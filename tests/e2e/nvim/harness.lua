@@ -34,7 +34,8 @@ vim.api.nvim_create_autocmd('User', {
   pattern = 'Tandem*',
   callback = function(args)
     table.insert(T.events, { name = args.match, data = args.data })
-    if args.match == 'TandemTurnEnd' then
+    -- Turn ends replayed by a session load are history, not turns ending.
+    if args.match == 'TandemTurnEnd' and not (args.data or {}).replayed then
       table.insert(T.turns, args.data)
     end
   end,

@@ -39,8 +39,9 @@ vim.cmd('TandemSessions')
 T.event('TandemSessionLoaded')
 T.put('listed', listed)
 T.put('replayed', T.chat_lines())
+T.put('replayed_ends', #vim.tbl_filter(function(e) return e.name == 'TandemTurnEnd' end, T.events))
 vim.cmd('TandemPrompt and now?')
-T.turn(2)
+T.turn(1)
 "#,
     )
     .await;
@@ -54,6 +55,8 @@ T.turn(2)
     assert!(replayed.contains("## remember the number"), "{replayed}");
     assert!(replayed.contains("The answer is 42."), "{replayed}");
     assert!(replayed.contains("[end_turn]"), "{replayed}");
+    // The replayed turn end is marked so (T.turn counts live ones only).
+    assert_eq!(got.get("replayed_ends"), &serde_json::json!(1));
     // The next prompt continues the loaded session: the model sees its history.
     let asked = user_text(&server.requests()[1]);
     assert!(asked.contains("remember the number"), "{asked}");

@@ -133,7 +133,10 @@ end
 function M.load(id, on_loaded)
   chat.clear()
   chat.show(false)
+  local updates = require('tandem.updates')
+  updates.replaying[id] = true
   client.request('tandem/loadSession', { sessionId = id }, function(err)
+    updates.replaying[id] = nil
     if err then
       return report(err)
     end

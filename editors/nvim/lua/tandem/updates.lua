@@ -4,6 +4,9 @@ local chat = require('tandem.chat')
 
 local M = {}
 
+--- Sessions whose history is being replayed (`tandem/loadSession`).
+M.replaying = {}
+
 --- What the statusline shows.
 M.status = { mode = nil, running = false, tokens = 0 }
 
@@ -87,9 +90,15 @@ local function plan_lines(entries)
   return lines
 end
 
+-- Ids are the model's (tool calls) or per session (messages, turns):
+-- blocks are keyed by session and turn so two never share a key.
+local function key(kind, params, id)
+  return table.concat({ kind, params.sessionId or '', params.turnId or '', id or '' }, '/')
+end
+
 local renderers = {}
 
-function renderers.user_message(update)
+function renderers.user_message(update, params)
   chat.end_step()
   local text = first_text(update.content)
   local heading = vim.split(text, '\n', { plain = true })
@@ -102,7 +111,7 @@ function renderers.user_message(update)
     table.insert(lines, '_with ' .. table.concat(names, ', ') .. '_')
   end
   table.insert(lines, '')
-  chat.block('user:' .. (update.messageId or tostring(vim.uv.hrtime())), lines)
+  chat.block(key('user', params, update.messageId or tostring(vim.uv.hrtime())), lines)
 end
 
 function renderers.agent_message_chunk(update)
@@ -114,18 +123,20 @@ function renderers.agent_message_reset()
   chat.reset_step()
 end
 
-function renderers.tool_call(update)
+function renderers.tool_call(update, params)
   chat.end_step()
-  tools[update.toolCallId] = {
+  local id = key('tool', params, update.toolCallId)
+  tools[id] = {
     title = update.title or update.toolCallId,
     kind = update.kind or 'other',
     status = STATUS[update.status] or update.status or 'pending',
   }
-  chat.block('tool:' .. update.toolCallId, tool_lines(update.toolCallId))
+  chat.block(id, tool_lines(id))
 end
 
-function renderers.tool_call_update(update)
-  local tool = tools[update.toolCallId]
+function renderers.tool_call_update(update, params)
+  local id = key('tool', params, update.toolCallId)
+  local tool = tools[id]
   if not tool then
     return
   end
@@ -145,12 +156,12 @@ function renderers.tool_call_update(update)
       fold = fold + #lines
     end
   end
-  chat.block('tool:' .. update.toolCallId, tool_lines(update.toolCallId), fold)
+  chat.block(id, tool_lines(id), fold)
 end
 
 function renderers.plan(update, params)
   chat.end_step()
-  chat.block('plan:' .. (params.turnId or ''), plan_lines(update.entries))
+  chat.block(key('plan', params), plan_lines(update.entries))
 end
 
 function renderers.current_mode_update(update)
@@ -176,7 +187,7 @@ function renderers.turn_end(update, params)
   chat.end_step()
   M.status.running = false
   local text = '[' .. update.stopReason .. (update.message and (': ' .. update.message) or '') .. ']'
-  chat.block('end:' .. (params.sessionId or '') .. (params.turnId or ''), { '', text, '' })
+  chat.block(key('end', params), { '', text, '' })
   chat.flush()
   vim.api.nvim_exec_autocmds('User', {
     pattern = 'TandemTurnEnd',
@@ -187,6 +198,7 @@ function renderers.turn_end(update, params)
       stopReason = update.stopReason,
       message = update.message,
       usage = update.usage,
+      replayed = M.replaying[params.sessionId] or nil,
     },
   })
 end
