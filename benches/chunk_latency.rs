@@ -22,7 +22,7 @@
 #[path = "common/mod.rs"]
 mod common;
 #[allow(dead_code)]
-#[path = "../tests/support/model_server.rs"]
+#[path = "../tests/support/model_server/mod.rs"]
 mod model_server;
 
 use std::path::PathBuf;

@@ -16,7 +16,7 @@ mod common;
 #[path = "common/inproc.rs"]
 mod inproc;
 #[allow(dead_code)]
-#[path = "../tests/support/model_server.rs"]
+#[path = "../tests/support/model_server/mod.rs"]
 mod model_server;
 
 use std::sync::Arc;
