@@ -237,3 +237,32 @@ T.put('chat', T.chat_lines())
     let second = chat.find("## second").expect("second prompt");
     assert!(first < second, "{chat}");
 }
+
+#[tokio::test]
+async fn the_models_reasoning_is_quoted_above_its_answer() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    server.push(openai::reasoning_then_text(
+        &["let me ", "think\nabout it"],
+        &["The answer."],
+    ));
+    let ws = Workspace::new();
+    let got = run(
+        &ws,
+        &config(&server, "read-only"),
+        r#"
+T.setup()
+vim.cmd('TandemPrompt think')
+T.turn(1)
+T.put('chat', T.chat_lines())
+"#,
+    )
+    .await;
+    let chat = got.text("chat");
+    assert!(
+        chat.contains("> let me think\n> about it\nThe answer."),
+        "{chat}"
+    );
+}

@@ -167,6 +167,18 @@ local function ensure_line_start(buf)
   end
 end
 
+--- Starts a new line at the end (unless the last one is empty) with `prefix`.
+function M.start_line(prefix)
+  M.flush()
+  local buf = M.buf()
+  local wins = followers()
+  ensure_line_start(buf)
+  if prefix and prefix ~= '' then
+    write_at_end(buf, prefix)
+  end
+  follow(wins)
+end
+
 --- Shows `lines` as the block `key`: in place when it exists, else as
 --- new lines at the end (the text that streams next goes below them).
 --- `fold` lines at the end of the block are folded in the chat windows.

@@ -114,7 +114,27 @@ function renderers.user_message(update, params)
   chat.block(key('user', params, update.messageId or tostring(vim.uv.hrtime())), lines)
 end
 
+-- Whether the text streaming now is the model's reasoning (shown quoted).
+local thinking = false
+
+local function end_thought()
+  if thinking then
+    thinking = false
+    chat.start_line('')
+  end
+end
+
+function renderers.agent_thought_chunk(update)
+  chat.mark_step_start()
+  if not thinking then
+    thinking = true
+    chat.start_line('> ')
+  end
+  chat.append((string.gsub(update.content and update.content.text or '', '\n', '\n> ')))
+end
+
 function renderers.agent_message_chunk(update)
+  end_thought()
   chat.mark_step_start()
   chat.append(update.content and update.content.text or '')
 end
@@ -206,6 +226,9 @@ end
 --- The `tandem/update` handler.
 function M.handle(params)
   local update = params and params.update or {}
+  if thinking and update.sessionUpdate ~= 'agent_thought_chunk' and update.sessionUpdate ~= 'agent_message_chunk' then
+    thinking = false
+  end
   local render = renderers[update.sessionUpdate]
   if render then
     render(update, params)
