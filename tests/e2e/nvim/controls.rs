@@ -89,3 +89,37 @@ T.put('chat', T.chat_lines())
     let asked = user_text(&server.requests()[1]);
     assert!(asked.contains("also look at the tests"), "{asked}");
 }
+
+#[tokio::test]
+async fn after_the_daemon_dies_the_next_prompt_starts_a_new_one() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    server.push(openai::text(["first daemon"]));
+    server.push(openai::text(["second daemon"]));
+    let ws = Workspace::new();
+    let got = run(
+        &ws,
+        &config(&server, "read-only"),
+        r#"
+T.setup()
+vim.cmd('TandemPrompt one')
+T.turn(1)
+-- The daemon's pid is in its session's lock file.
+local lock = vim.fn.glob(vim.env.TANDEM_HOME .. '/sessions/*.lock', false, true)[1]
+vim.uv.kill(tonumber(vim.fn.readfile(lock)[1]), 'sigkill')
+T.wait(function() return #vim.lsp.get_clients({ name = 'tandem' }) == 0 end, 'the client to notice')
+vim.cmd('TandemPrompt two')
+T.put('second', T.turn(2))
+T.put('chat', T.chat_lines())
+"#,
+    )
+    .await;
+    assert_eq!(got.get("second")["stopReason"], "end_turn");
+    assert!(
+        got.text("chat").contains("second daemon"),
+        "{}",
+        got.text("chat")
+    );
+}

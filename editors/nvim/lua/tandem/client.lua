@@ -15,6 +15,10 @@ local state = {
   handlers = {}, --- @type table<string, function>
 }
 
+--- Called (scheduled) when the daemon exits: state tied to it is stale.
+--- @type fun(code: integer)[]
+M.on_exit = {}
+
 --- Registers the handlers of the daemon's notifications and requests;
 --- they take effect when the client starts.
 function M.set_handlers(handlers)
@@ -115,6 +119,9 @@ function M.start()
       vim.schedule(function()
         for _, send in ipairs(failed) do
           send(nil)
+        end
+        for _, callback in ipairs(M.on_exit) do
+          callback(code)
         end
         if code ~= 0 then
           vim.notify(

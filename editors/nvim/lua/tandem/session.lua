@@ -8,6 +8,12 @@ local M = {}
 
 local state = { id = nil } --- @type {id: string?}
 
+-- A new daemon does not have the old one's session open: the next prompt
+-- opens a new one (:TandemSessions reopens the old).
+table.insert(client.on_exit, function()
+  state.id = nil
+end)
+
 function M.id()
   return state.id
 end
