@@ -399,3 +399,44 @@ T.put('second', T.turn(2))
     assert_eq!(got.text("lines"), SEVEN.trim_end());
     assert_eq!(got.get("second")["stopReason"], "end_turn");
 }
+
+#[tokio::test]
+async fn a_file_not_loaded_is_loaded_for_the_review_and_shown() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    server.push(patch_call(
+        "call_c",
+        "*** Begin Patch\n*** Update File: src/closed.txt\n@@\n-alpha\n+ALPHA\n*** End Patch",
+    ));
+    server.push(openai::text(["ok"]));
+    let ws = Workspace::new();
+    ws.write("src/closed.txt", "alpha\nbeta\n");
+    let got = run(
+        &ws,
+        &config(&server, "review"),
+        r#"
+T.setup()
+vim.cmd('TandemPrompt patch the closed file')
+T.event('TandemReviewOpen')
+local buf = vim.fn.bufnr(T.path('src/closed.txt'))
+T.put('loaded', vim.api.nvim_buf_is_loaded(buf))
+T.put('shown', vim.api.nvim_get_current_buf() == buf)
+T.put('attached', #vim.lsp.get_clients({ bufnr = buf, name = 'tandem' }))
+vim.cmd('TandemReviewAccept')
+T.turn(1)
+T.put('lines', T.lines(buf))
+"#,
+    )
+    .await;
+    assert_eq!(got.get("loaded"), &json!(true));
+    assert_eq!(got.get("shown"), &json!(true));
+    assert_eq!(got.get("attached"), &json!(1));
+    assert_eq!(got.lines("lines"), ["ALPHA", "beta"]);
+    let report = &server.requests()[1].tool_messages()[0].1;
+    assert!(
+        report.contains("src/closed.txt: hunk 1 applied"),
+        "{report}"
+    );
+}
