@@ -134,3 +134,33 @@ T.put('commands', vim.tbl_count(vim.tbl_filter(function(n) return n:match('^Tand
     assert_eq!(got.get("missing"), &json!([]));
     assert_eq!(got.get("commands"), &json!(14));
 }
+
+#[tokio::test]
+async fn a_missing_binary_is_a_clear_error_and_nothing_hangs() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let ws = Workspace::new();
+    let got = run(
+        &ws,
+        &json!({}),
+        r#"
+local messages = {}
+vim.notify = function(msg) table.insert(messages, msg) end
+require('tandem').setup({ cmd = { '/nonexistent/tandem', 'lsp' } })
+vim.cmd('TandemPrompt hello')
+T.wait(function() return #messages > 0 end, 'an error message')
+T.put('messages', messages)
+vim.cmd('checkhealth tandem')
+T.put('health', T.lines(0))
+"#,
+    )
+    .await;
+    let messages = got.text("messages");
+    assert!(messages.contains("/nonexistent/tandem"), "{messages}");
+    let health = got.text("health");
+    assert!(
+        health.contains("ERROR `/nonexistent/tandem` is not executable"),
+        "{health}"
+    );
+}

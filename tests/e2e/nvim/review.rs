@@ -440,3 +440,48 @@ T.put('lines', T.lines(buf))
         "{report}"
     );
 }
+
+#[tokio::test]
+async fn review_diff_shows_the_proposal_side_by_side() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    server.push(patch_call("call_p", TWO_HUNKS));
+    server.push(openai::text(["ok"]));
+    let ws = Workspace::new();
+    ws.write("a.txt", SEVEN);
+    let got = run(
+        &ws,
+        &config(&server, "review"),
+        r#"
+T.setup()
+vim.cmd('edit a.txt')
+local buf = vim.api.nvim_get_current_buf()
+vim.cmd('TandemPrompt shout')
+T.event('TandemReviewOpen')
+vim.api.nvim_win_set_cursor(0, { 2, 0 })
+vim.cmd('TandemReviewReject')
+vim.cmd('TandemReviewDiff')
+local diffed = {}
+for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+  if vim.wo[win].diff then
+    table.insert(diffed, vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(win)))
+  end
+end
+T.put('diffed', #diffed)
+T.put('proposed', T.lines(0))
+vim.cmd('diffoff!')
+vim.api.nvim_set_current_buf(buf)
+vim.cmd('TandemReviewAcceptAll')
+T.turn(1)
+"#,
+    )
+    .await;
+    assert_eq!(got.get("diffed"), &json!(2));
+    // The rejected first hunk is not in the proposal any more.
+    assert_eq!(
+        got.lines("proposed"),
+        ["one", "two", "three", "four", "five", "SIX", "seven"]
+    );
+}
