@@ -35,6 +35,7 @@ vim.api.nvim_buf_set_lines(input, 0, -1, false, { 'from the input' })
 vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<CR>', true, false, true), 'x', false)
 T.put('input_after', T.lines(input))
 T.turn(1)
+T.put('idle', require('tandem').statusline())
 T.put('chat', T.chat_lines())
 vim.cmd('TandemMode auto')
 T.wait(function() return require('tandem').statusline():find('auto', 1, true) ~= nil end, 'the mode in the statusline')
@@ -52,6 +53,7 @@ T.put('closed', #vim.fn.win_findbuf(vim.fn.bufnr('tandem://chat')))
     let chat = got.text("chat");
     assert!(chat.contains("## from the input"), "{chat}");
     assert!(chat.contains("typed answer"), "{chat}");
+    assert_eq!(got.get("idle"), &json!("tandem · review · idle · 15 tok"));
     assert_eq!(got.get("status"), &json!("tandem · auto · idle · 15 tok"));
     let progress = got.text("progress");
     assert!(progress.contains("tandem"), "{progress}");

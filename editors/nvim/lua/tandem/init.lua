@@ -183,6 +183,9 @@ function M.setup(opts)
   end
   config.current = resolved
   state.setup = true
+  -- The mode until the daemon reports a change (it reports changes only).
+  updates.status.mode = vim.tbl_get(resolved.session_config or {}, 'approval', 'mode')
+    or vim.tbl_get(resolved.init_options or {}, 'approval', 'mode')
   client.set_handlers(handlers)
   chat.on_send = function(text)
     session.prompt(text)
