@@ -363,6 +363,47 @@ T.put('lines', T.lines(0))
 }
 
 #[tokio::test]
+async fn a_pure_move_is_shown_and_can_be_rejected() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    server.push(patch_call(
+        "call_m",
+        "*** Begin Patch\n*** Update File: a.txt\n*** Move to: b.txt\n*** End Patch",
+    ));
+    server.push(openai::text(["ok"]));
+    let ws = Workspace::new();
+    ws.write("a.txt", "alpha\n");
+    let body = format!(
+        "{RECORD_MARKS}{}",
+        r#"
+T.setup()
+vim.cmd('edit a.txt')
+local buf = vim.api.nvim_get_current_buf()
+vim.cmd('TandemPrompt rename it')
+T.event('TandemReviewOpen')
+record_marks('move', buf)
+vim.cmd('TandemReviewReject')
+T.turn(1)
+"#
+    );
+    let got = run(&ws, &config(&server, "review"), &body).await;
+    assert!(
+        got.text("move_hints").contains("moved to"),
+        "{}",
+        got.text("move_hints")
+    );
+    assert_eq!(ws.read("a.txt").as_deref(), Some("alpha\n"));
+    assert_eq!(ws.read("b.txt"), None);
+    let report = &server.requests()[1].tool_messages()[0].1;
+    assert!(
+        report.contains("The user rejected the patch; nothing was changed."),
+        "{report}"
+    );
+}
+
+#[tokio::test]
 async fn cancelling_the_turn_withdraws_the_review_and_leaves_the_buffer_alone() {
     if !super::harness::enabled() {
         return;

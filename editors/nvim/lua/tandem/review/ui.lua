@@ -30,6 +30,9 @@ function M.previews(f)
       out[i] = { first = 0, last = #lines - 1, new = {} }
     elseif f.kind == 'create' then
       out[i] = { first = 0, last = -1, new = hunks.created(f.edits) }
+    elseif hunk.edit == nil then
+      -- A move without changes: only its hint, above the first line.
+      out[i] = { first = 0, last = -1, new = {} }
     else
       out[i] = hunks.preview(lines, M.current_edit(f.buf, hunk))
     end
