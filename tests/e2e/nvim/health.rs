@@ -164,3 +164,42 @@ T.put('health', T.lines(0))
         "{health}"
     );
 }
+
+#[tokio::test]
+async fn keymaps_can_be_changed_or_turned_off_in_setup() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let ws = Workspace::new();
+    let got = run(
+        &ws,
+        &json!({}),
+        r#"
+require('tandem').setup({ keymaps = { review_accept = '<leader>y', task_explain = false } })
+require('tandem.review.keymaps').attach(0)
+local function desc(lhs, mode)
+  return vim.fn.maparg(lhs, mode, false, true).desc or ''
+end
+T.put('maps', {
+  desc('<leader>y', 'n'), desc('<leader>ta', 'n'), desc('<leader>tr', 'n'),
+  desc('<leader>ax', 'x'), desc('<leader>af', 'x'), desc('gr', 'n'), desc('ga', 'n'),
+})
+require('tandem').setup({ keymaps = false })
+T.put('none', desc('<leader>ae', 'x'))
+"#,
+    )
+    .await;
+    assert_eq!(
+        got.get("maps"),
+        &json!([
+            "tandem: accept the hunk under the cursor",
+            "",
+            "tandem: reject the hunk under the cursor",
+            "",
+            "tandem: fix the selection",
+            "",
+            ""
+        ])
+    );
+    assert_eq!(got.get("none"), &json!(""));
+}

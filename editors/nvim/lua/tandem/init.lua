@@ -120,7 +120,14 @@ local function selection()
   return math.min(a, b), math.max(a, b)
 end
 
+-- The visual keymaps the last setup() set, removed by the next one.
+local visual_maps = {}
+
 local function create_keymaps()
+  for _, lhs in ipairs(visual_maps) do
+    pcall(vim.keymap.del, 'x', lhs)
+  end
+  visual_maps = {}
   local maps = {
     task_edit = { tasks.edit, 'tandem: edit the selection (asks what to do)' },
     task_explain = {
@@ -143,6 +150,7 @@ local function create_keymaps()
         local l1, l2 = selection()
         map[1](vim.api.nvim_get_current_buf(), l1, l2)
       end, { desc = map[2] })
+      table.insert(visual_maps, lhs)
     end
   end
 end
