@@ -1,8 +1,7 @@
 //! Keybinding tasks (issue 11) from Neovim: the daemon's code actions in
 //! `vim.lsp.buf.code_action()`, `:TandemTask` on a selection, and an
-//! inline edit that comes back through the review. Written to issue 11's
-//! wire (`textDocument/codeAction`, `tandem.runTask`, `tandem/runTask`);
-//! ignored until the daemon serves it.
+//! inline edit that comes back through the review, against issue 11's
+//! wire (`textDocument/codeAction`, `tandem.runTask`, `tandem/runTask`).
 
 use serde_json::json;
 
@@ -12,7 +11,6 @@ use crate::support::model_server::{openai, ModelServer};
 const CODE: &str = "def add(a, b):\n    return a - b\n\nprint(add(1, 2))\n";
 
 #[tokio::test]
-#[ignore = "enable when issue 11 lands"]
 async fn code_actions_are_listed_and_run_on_the_selection() {
     if !super::harness::enabled() {
         return;
@@ -25,7 +23,8 @@ async fn code_actions_are_listed_and_run_on_the_selection() {
         &ws,
         &config(&server, "review"),
         r#"
-T.setup()
+-- Task sessions take their configuration from initializationOptions.
+T.setup({ init_options = vim.json.decode(TEST.config) })
 vim.cmd('edit m.py')
 require('tandem').start()
 T.wait(require('tandem').ready, 'initialize')
@@ -76,21 +75,20 @@ T.put('chat', T.chat_lines())
 }
 
 #[tokio::test]
-#[ignore = "enable when issue 11 lands"]
 async fn tandem_task_edit_on_a_selection_comes_back_through_the_review() {
     if !super::harness::enabled() {
         return;
     }
     let server = ModelServer::start().await;
     server.push(openai::text(["def add(a, b):\n    return a + b"]));
-    server.push(openai::text(["Fixed."]));
     let ws = Workspace::new();
     ws.write("m.py", CODE);
     let got = run(
         &ws,
         &config(&server, "review"),
         r#"
-T.setup()
+-- Task sessions take their configuration from initializationOptions.
+T.setup({ init_options = vim.json.decode(TEST.config) })
 vim.cmd('edit m.py')
 local buf = vim.api.nvim_get_current_buf()
 vim.ui.input = function(opts, on_confirm)
@@ -102,27 +100,28 @@ vim.api.nvim_win_set_cursor(0, { 1, 0 })
 vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('Vj<leader>ae', true, false, true), 'x', false)
 T.event('TandemReviewOpen')
 vim.cmd('TandemReviewAcceptAll')
-T.turn(1)
+local done = T.event('TandemTaskDone')
+T.put('edit', done.data.result.edit)
 T.put('buffer', T.lines(buf))
 "#,
     )
     .await;
-    assert!(
-        got.text("asked").contains("edit the selection"),
-        "{:#}",
-        got.results
+    assert_eq!(
+        got.get("asked"),
+        &json!("tandem: edit the selection to… "),
+        "the keymap asks for the instruction"
     );
     assert_eq!(
         got.lines("buffer"),
         ["def add(a, b):", "    return a + b", "", "print(add(1, 2))"]
     );
+    assert_eq!(got.get("edit")["outcome"], "accepted", "{:#}", got.results);
     let asked = user_text(&server.requests()[0]);
     assert!(asked.contains("make it add"), "{asked}");
     assert!(asked.contains("return a - b"), "{asked}");
 }
 
 #[tokio::test]
-#[ignore = "enable when issue 11 lands"]
 async fn tandem_task_explain_runs_on_a_range_and_completes_task_names() {
     if !super::harness::enabled() {
         return;
@@ -135,7 +134,8 @@ async fn tandem_task_explain_runs_on_a_range_and_completes_task_names() {
         &ws,
         &config(&server, "review"),
         r#"
-T.setup()
+-- Task sessions take their configuration from initializationOptions.
+T.setup({ init_options = vim.json.decode(TEST.config) })
 vim.cmd('edit m.py')
 T.put('completion', vim.fn.getcompletion('TandemTask e', 'cmdline'))
 vim.cmd('4TandemTask explain')

@@ -31,7 +31,15 @@ function M.run(name, buf, line1, line2, instruction, on_done)
   client.request('tandem/runTask', params, function(err, result)
     if err then
       vim.notify('tandem: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+    elseif result and result.edit and result.edit.outcome == 'refused' then
+      -- e.g. the selection was edited meanwhile: say why nothing changed.
+      vim.notify('tandem: ' .. result.edit.message, vim.log.levels.WARN)
     end
+    vim.api.nvim_exec_autocmds('User', {
+      pattern = 'TandemTaskDone',
+      modeline = false,
+      data = { task = name, error = err, result = result },
+    })
     if on_done then
       on_done(err, result)
     end
@@ -58,9 +66,11 @@ end
 
 --- Completion of `:TandemTask`.
 function M.complete(lead)
-  return vim.tbl_filter(function(name)
+  local names = vim.tbl_filter(function(name)
     return vim.startswith(name, lead)
   end, config.current.tasks)
+  table.sort(names)
+  return names
 end
 
 return M
