@@ -153,3 +153,39 @@ T.put('chat', T.chat_lines())
     let asked = user_text(&server.requests()[0]);
     assert!(asked.contains("print(add(1, 2))"), "{asked}");
 }
+
+#[tokio::test]
+async fn the_fix_keymap_sends_the_diagnostics_of_the_selection() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    // Fix edits the workspace with the full agent loop; answering in
+    // prose is enough here.
+    server.push(openai::text(["It should add."]));
+    let ws = Workspace::new();
+    ws.write("m.py", CODE);
+    let got = run(
+        &ws,
+        &config(&server, "review"),
+        r#"
+T.setup({ init_options = vim.json.decode(TEST.config) })
+vim.cmd('edit m.py')
+local buf = vim.api.nvim_get_current_buf()
+local ns = vim.api.nvim_create_namespace('test-linter')
+vim.diagnostic.set(ns, buf, {
+  { lnum = 1, col = 11, end_lnum = 1, end_col = 16, message = 'subtraction in add()', severity = vim.diagnostic.severity.WARN, source = 'testlint' },
+  { lnum = 3, col = 0, message = 'outside the selection', severity = vim.diagnostic.severity.ERROR },
+})
+vim.api.nvim_win_set_cursor(0, { 1, 0 })
+vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('Vj<leader>af', true, false, true), 'x', false)
+local done = T.event('TandemTaskDone')
+T.put('task_error', done.data.error and done.data.error.message or vim.NIL)
+"#,
+    )
+    .await;
+    assert_eq!(got.get("task_error"), &json!(null));
+    let asked = user_text(&server.requests()[0]);
+    assert!(asked.contains("subtraction in add()"), "{asked}");
+    assert!(!asked.contains("outside the selection"), "{asked}");
+}

@@ -9,6 +9,28 @@ local config = require('tandem.config')
 
 local M = {}
 
+--- The buffer's diagnostics (any source) on lines `line1`..`line2`, as
+--- LSP diagnostics: what `fix` works from.
+function M.diagnostics(buf, line1, line2)
+  local out = {}
+  for _, d in ipairs(vim.diagnostic.get(buf)) do
+    local last = d.end_lnum or d.lnum
+    if d.lnum <= line2 - 1 and last >= line1 - 1 then
+      table.insert(out, {
+        range = {
+          start = { line = d.lnum, character = d.col or 0 },
+          ['end'] = { line = last, character = d.end_col or d.col or 0 },
+        },
+        message = d.message,
+        severity = d.severity,
+        source = d.source,
+        code = d.code,
+      })
+    end
+  end
+  return out
+end
+
 --- Runs task `name` on lines `line1`..`line2` (1-based) of `buf`.
 --- `instruction` is passed on when given (the `edit` task asks otherwise).
 function M.run(name, buf, line1, line2, instruction, on_done)
@@ -26,6 +48,7 @@ function M.run(name, buf, line1, line2, instruction, on_done)
       ['end'] = { line = line2 - 1, character = #last },
     },
     instruction = instruction,
+    diagnostics = M.diagnostics(buf, line1, line2),
   }
   chat.show(false)
   client.request('tandem/runTask', params, function(err, result)
