@@ -172,6 +172,9 @@ T.event('TandemReviewOpen', #T.events)
 vim.cmd('TandemReviewRejectAll')
 T.turn(1)
 T.put('rejected', T.lines(buf))
+-- Still folded once the call completed and its line says so.
+T.put('still_folded', vim.api.nvim_win_call(chat_win, function() return vim.fn.foldclosed(diff_row) end) ~= -1)
+T.put('final_chat', T.chat_lines())
 "#,
     )
     .await;
@@ -187,6 +190,12 @@ T.put('rejected', T.lines(buf))
     let loud = ["one", "TWO", "three", "four", "five", "SIX", "seven"];
     assert_eq!(got.lines("accepted"), loud);
     assert_eq!(got.lines("rejected"), loud);
+    assert_eq!(got.get("still_folded"), &json!(true), "{}", got.text("final_chat"));
+    assert!(
+        got.text("final_chat").contains("Patch: Update a.txt (2 hunks) · done"),
+        "{}",
+        got.text("final_chat")
+    );
     let requests = server.requests();
     let first = &requests[1].tool_messages()[0].1;
     assert!(

@@ -191,7 +191,15 @@ function M.block(key, lines, fold)
   if block then
     row = vim.api.nvim_buf_get_extmark_by_id(buf, ns, block.mark, {})[1]
   end
-  if row then
+  if row and block.count == #lines then
+    -- Only the lines that changed (a status), so folds inside survive.
+    local old = vim.api.nvim_buf_get_lines(buf, row, row + #lines, false)
+    for i, line in ipairs(lines) do
+      if old[i] ~= line then
+        vim.api.nvim_buf_set_lines(buf, row + i - 1, row + i, false, { line })
+      end
+    end
+  elseif row then
     vim.api.nvim_buf_set_lines(buf, row, row + block.count, false, lines)
     block.count = #lines
   else
