@@ -43,7 +43,7 @@ T.put('status', require('tandem').statusline())
 T.wait(function() return #progress > 0 end, 'progress')
 T.put('progress', progress)
 vim.cmd('TandemChat')
-T.put('closed', #vim.fn.win_findbuf(vim.fn.bufnr('tandem://chat')))
+T.put('closed', { #vim.fn.win_findbuf(vim.fn.bufnr('tandem://chat')), #vim.fn.win_findbuf(input) })
 "#,
     )
     .await;
@@ -57,7 +57,7 @@ T.put('closed', #vim.fn.win_findbuf(vim.fn.bufnr('tandem://chat')))
     assert_eq!(got.get("status"), &json!("tandem · auto · idle · 15 tok"));
     let progress = got.text("progress");
     assert!(progress.contains("tandem"), "{progress}");
-    assert_eq!(got.get("closed"), &json!(0));
+    assert_eq!(got.get("closed"), &json!([0, 0]));
 }
 
 #[tokio::test]

@@ -82,6 +82,11 @@ end
 function M.toggle()
   local win = M.win()
   if win and #vim.api.nvim_tabpage_list_wins(0) > 1 then
+    if state.input_buf and vim.api.nvim_buf_is_valid(state.input_buf) then
+      for _, input in ipairs(vim.fn.win_findbuf(state.input_buf)) do
+        pcall(vim.api.nvim_win_close, input, false)
+      end
+    end
     vim.api.nvim_win_close(win, false)
   else
     M.show(true)
