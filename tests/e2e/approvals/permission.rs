@@ -5,8 +5,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    answer_permission, exec_call, logged, next_request, position, requests_of, review_session,
-    start_prompt_params, tool_result, Caps, PERMISSION,
+    allow_always_only, answer_permission, exec_call, logged, next_request, position, requests_of,
+    review_session, start_prompt_params, tool_result, Caps, PERMISSION,
 };
 use crate::support::model_server::{openai, ModelServer};
 
@@ -159,14 +159,7 @@ async fn review_mode_allow_always_remembers_the_command_prefix_in_later_turns() 
     server.push(openai::text(["third"]));
     let root = tempfile::tempdir().unwrap();
     let (mut editor, session) = review_session(&server, root.path(), PERMISSION).await;
-    editor.on_request(|method, params| {
-        let choice = match params["toolCall"]["rawInput"]["cmd"].as_str() {
-            Some("ls -a") => "allow_always",
-            _ => "reject_once",
-        };
-        (method == "tandem/requestPermission")
-            .then(|| json!({"outcome": {"outcome": "selected", "optionId": choice}}))
-    });
+    allow_always_only(&mut editor, "ls -a");
 
     let (first, _) = editor.prompt(&session, "list").await;
     assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
@@ -221,14 +214,7 @@ async fn allow_always_for_a_shell_command_does_not_allow_other_shell_commands() 
     server.push(openai::text(["second"]));
     let root = tempfile::tempdir().unwrap();
     let (mut editor, session) = review_session(&server, root.path(), PERMISSION).await;
-    editor.on_request(|method, params| {
-        let choice = match params["toolCall"]["rawInput"]["cmd"].as_str() {
-            Some("sh -c 'echo hi'") => "allow_always",
-            _ => "reject_once",
-        };
-        (method == "tandem/requestPermission")
-            .then(|| json!({"outcome": {"outcome": "selected", "optionId": choice}}))
-    });
+    allow_always_only(&mut editor, "sh -c 'echo hi'");
 
     editor.prompt(&session, "hi").await;
     editor.prompt(&session, "something else").await;
