@@ -5,6 +5,11 @@
 local T = { results = {}, turns = {}, events = {} }
 _G.T = T
 
+-- Neovim's python3 provider probes the interpreter when a Python file
+-- opens (seconds here); the plugin uses no provider.
+for _, provider in ipairs({ 'python3', 'node', 'ruby', 'perl' }) do
+  vim.g['loaded_' .. provider .. '_provider'] = 0
+end
 vim.opt.rtp:prepend(TEST.plugin)
 vim.o.swapfile = false
 vim.o.shortmess = vim.o.shortmess .. 'F'
