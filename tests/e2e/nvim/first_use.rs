@@ -64,8 +64,10 @@ async fn the_first_prompt_of_a_fresh_neovim_waits_for_initialize() {
         &ws,
         &config(&server, "read-only"),
         r#"
-T.setup()
--- In the same tick as setup: the client has not answered initialize yet.
+-- A daemon that is slow to start (a cold binary): the prompt below goes
+-- out long before `initialize` is answered. Sent at once, the daemon
+-- refused it with "Server not initialized" (two starts in three).
+T.setup({ cmd = { 'sh', '-c', 'sleep 0.2; exec "$0" lsp', TEST.bin } })
 vim.cmd('TandemPrompt hello')
 T.put('receipt', T.turn(1))
 T.put('chat', T.chat_lines())
