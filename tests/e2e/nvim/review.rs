@@ -190,9 +190,15 @@ T.put('final_chat', T.chat_lines())
     let loud = ["one", "TWO", "three", "four", "five", "SIX", "seven"];
     assert_eq!(got.lines("accepted"), loud);
     assert_eq!(got.lines("rejected"), loud);
-    assert_eq!(got.get("still_folded"), &json!(true), "{}", got.text("final_chat"));
+    assert_eq!(
+        got.get("still_folded"),
+        &json!(true),
+        "{}",
+        got.text("final_chat")
+    );
     assert!(
-        got.text("final_chat").contains("Patch: Update a.txt (2 hunks) · done"),
+        got.text("final_chat")
+            .contains("Patch: Update a.txt (2 hunks) · done"),
         "{}",
         got.text("final_chat")
     );
@@ -238,6 +244,7 @@ vim.api.nvim_set_current_buf(old)
 vim.cmd('TandemReviewReject')
 T.turn(1)
 T.put('new_lines', T.lines(new))
+T.put('chat', T.chat_lines())
 T.put('new_modified', vim.bo[new].modified)
 "#
     );
@@ -255,6 +262,13 @@ T.put('new_modified', vim.bo[new].modified)
         got.text("old_hints")
     );
     assert_eq!(got.lines("new_lines"), ["# Todo", "- ship it"]);
+    // The chat's diff of a new file adds its lines and removes nothing.
+    let chat = got.text("chat");
+    assert!(
+        chat.contains("  --- /dev/null\n  +++ ")
+            && chat.contains("  @@ -0,0 +1,2 @@\n  +# Todo\n  +- ship it\n  ```"),
+        "{chat}"
+    );
     assert_eq!(got.get("new_modified"), &json!(false));
     assert_eq!(
         ws.read("notes/todo.md").as_deref(),

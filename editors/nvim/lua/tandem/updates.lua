@@ -42,9 +42,10 @@ local function diff_lines(item)
   if new[#new] == '' then
     table.remove(new)
   end
-  local indices = text_diff(table.concat(old, '\n') .. '\n', table.concat(new, '\n') .. '\n', {
-    result_type = 'indices',
-  })
+  local function text(lines)
+    return #lines == 0 and '' or (table.concat(lines, '\n') .. '\n')
+  end
+  local indices = text_diff(text(old), text(new), { result_type = 'indices' })
   for _, hunk in ipairs(indices or {}) do
     local a, na, b, nb = hunk[1], hunk[2], hunk[3], hunk[4]
     table.insert(out, string.format('  @@ -%d,%d +%d,%d @@', a, na, b, nb))
