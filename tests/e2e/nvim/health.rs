@@ -203,3 +203,37 @@ T.put('none', desc('<leader>ae', 'x'))
     );
     assert_eq!(got.get("none"), &json!(""));
 }
+
+#[tokio::test]
+async fn bad_command_input_says_what_is_wrong_and_starts_nothing() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let ws = Workspace::new();
+    let got = run(
+        &ws,
+        &json!({}),
+        r#"
+local messages = {}
+vim.notify = function(msg) table.insert(messages, msg) end
+require('tandem').setup({})
+vim.cmd('TandemMode bogus')
+vim.cmd('TandemReviewAccept')
+vim.cmd('TandemReviewAcceptAll')
+vim.cmd('TandemReviewDiff')
+T.put('messages', messages)
+T.put('clients', #vim.lsp.get_clients({ name = 'tandem' }))
+"#,
+    )
+    .await;
+    assert_eq!(
+        got.lines("messages"),
+        [
+            "tandem: mode must be one of read-only, review, auto",
+            "tandem: no hunk under review at the cursor",
+            "tandem: nothing to review",
+            "tandem: this buffer has no changes under review",
+        ]
+    );
+    assert_eq!(got.get("clients"), &json!(0));
+}
