@@ -374,3 +374,56 @@ async fn cancel_while_permission_is_pending_withdraws_the_request_and_runs_nothi
     let results = logged(&editor, &session, "tool_result");
     assert_eq!(results[0]["status"], "not_run", "{results:?}");
 }
+
+#[tokio::test]
+async fn always_is_offered_only_with_what_it_would_remember() {
+    let server = ModelServer::start().await;
+    server.push(openai::tool_calls(&[(
+        "call_1",
+        "apply_patch",
+        &json!({"input": "*** Begin Patch\n*** Add File: new.txt\n+hi\n*** End Patch"}).to_string(),
+    )]));
+    server.push(openai::text(["patched"]));
+    server.push(exec_call("call_2", json!({"cmd": "ls && ls"})));
+    server.push(openai::text(["chained"]));
+    server.push(exec_call("call_3", json!({"cmd": "make build"})));
+    server.push(openai::text(["made"]));
+    let root = tempfile::tempdir().unwrap();
+    // No `workspace.applyEdit`: the patch is asked as a permission.
+    let (mut editor, session) = review_session(&server, root.path(), PERMISSION).await;
+    answer_permission(&mut editor, "reject_once");
+
+    for text in ["patch", "chain", "make"] {
+        let (response, _) = editor.prompt(&session, text).await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    }
+    let asked = requests_of(&editor, "tandem/requestPermission");
+    assert_eq!(asked.len(), 3);
+    let options = |request: &Value| -> Vec<(String, String)> {
+        request["params"]["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                (
+                    o["optionId"].as_str().unwrap().to_string(),
+                    o["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let once_only = vec![
+        ("allow_once".to_string(), "Allow once".to_string()),
+        ("reject_once".to_string(), "Reject".to_string()),
+    ];
+    // A patch through the permission fallback and a chained command leave
+    // nothing to remember, so "always" is not offered.
+    assert_eq!(options(&asked[0]), once_only, "{}", asked[0]);
+    assert_eq!(options(&asked[1]), once_only, "{}", asked[1]);
+    // A task runner is remembered as its exact command, and says so.
+    let make = options(&asked[2]);
+    assert_eq!(make.len(), 4, "{make:?}");
+    assert_eq!(make[1].1, "Always allow `make build` in this session");
+    assert_eq!(make[3].1, "Always reject `make build` in this session");
+    assert!(!root.path().join("new.txt").exists());
+}
