@@ -204,14 +204,21 @@ export class Workbench {
     }
   }
 
+  /** Closes the browser and code-server, and removes the directories (kept with TANDEM_E2E_KEEP=1). */
   async stop(): Promise<void> {
     await this.context?.close().catch(() => {});
     if (this.server?.pid) {
+      const exited = new Promise<void>((resolve) => {
+        if (this.server.exitCode !== null) resolve();
+        else this.server.once('exit', () => resolve());
+      });
       try {
         process.kill(-this.server.pid, 'SIGTERM');
+        await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
       } catch {
         // already gone
       }
     }
+    if (process.env.TANDEM_E2E_KEEP !== '1') fs.rmSync(this.dir, { recursive: true, force: true });
   }
 }
