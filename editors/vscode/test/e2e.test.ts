@@ -191,6 +191,28 @@ test('answer a question in the chat: the model reads the answer', { skip, timeou
   });
 });
 
+test('with the chat hidden, a question is asked in a QuickPick', { skip, timeout: 180_000 }, async (t) => {
+  await inShared(t, async (wb, chat) => {
+    const base = server.requests.length;
+    const hold = gate();
+    const ask = toolCall('call_qp', 'request_user_input', { questions: [{ id: 'db', question: 'Which database now?', options: [{ label: 'sqlite' }, { label: 'postgres' }] }] });
+    server.push({ steps: [{ gate: hold.promise }, ...ask.steps] }, text('Using postgres.'));
+    await wb.send(chat, 'pick a database while I look elsewhere');
+    await server.waitForRequests(base + 1);
+    // Hide the chat: show the Explorer in the side bar.
+    await wb.command('View: Show Explorer');
+    await wb.page.locator('.explorer-folders-view').waitFor();
+    hold.release();
+    const row = wb.page.locator('.quick-input-widget .monaco-list-row', { hasText: 'postgres' });
+    await row.waitFor({ timeout: 30_000 });
+    await wb.page.locator('.quick-input-widget', { hasText: 'Which database now?' }).waitFor();
+    await row.click();
+    assert.match(await lastToolMessage(base + 1), /The user answered: .*postgres/);
+    sharedChat = await wb.openChat();
+    await sharedChat.locator('.item.agent', { hasText: 'Using postgres.' }).waitFor({ timeout: 30_000 });
+  });
+});
+
 test('Stop cancels the running turn, and the next prompt is answered', { skip, timeout: 180_000 }, async (t) => {
   await inShared(t, async (wb, chat) => {
     const hold = gate();
