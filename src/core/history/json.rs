@@ -5,7 +5,8 @@
 
 use serde::Serialize;
 
-use super::trajectory::{select, walk, DaemonState, ReplayOptions, ReplaySummary};
+use super::select::select;
+use super::trajectory::{walk, DaemonState, ReplayOptions, ReplaySummary};
 use crate::core::log::{LogHeader, LoggedEvent};
 
 #[derive(Serialize)]

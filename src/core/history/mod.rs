@@ -5,9 +5,13 @@
 
 mod json;
 mod recovery;
+mod select;
 mod sessions;
 mod text;
 mod trajectory;
+
+#[cfg(test)]
+mod tests;
 
 pub use json::render_json_lines;
 pub use recovery::{recover_interrupted, INTERRUPTED_RESULT};

@@ -4,7 +4,8 @@
 
 use std::fmt::Write as _;
 
-use super::trajectory::{select, walk, DaemonState, ReplayOptions, ReplaySummary};
+use super::select::select;
+use super::trajectory::{walk, DaemonState, ReplayOptions, ReplaySummary};
 use crate::core::log::{LogHeader, LoggedEvent};
 
 /// A session's trajectory for people; `Err` names a turn that is not there.

@@ -89,6 +89,9 @@ struct Request {
     purpose: String,
     chunks: usize,
     text: String,
+    /// Where the line saying how it ended goes when its step ended before
+    /// the turn said why (a cancel, a crash): before that `end of step`.
+    ends_at: Option<usize>,
 }
 
 struct Call {
@@ -210,7 +213,13 @@ impl<'a> Walk<'a> {
                 self.line_with(1, format!("user ({message_id}): {text}"), block);
             }
             Event::StepStart { step, .. } => self.line(1, format!("step {step}")),
-            Event::StepEnd { step, .. } => self.line(1, format!("end of step {step}")),
+            Event::StepEnd { step, .. } => {
+                let at = self.lines.len();
+                if let Some(request) = self.request.as_mut() {
+                    request.ends_at.get_or_insert(at);
+                }
+                self.line(1, format!("end of step {step}"));
+            }
             Event::ModelRequest {
                 step,
                 attempt,
@@ -237,6 +246,7 @@ impl<'a> Walk<'a> {
                     purpose: purpose.clone(),
                     chunks: 0,
                     text: String::new(),
+                    ends_at: None,
                 });
             }
             Event::AssistantChunk {
@@ -583,6 +593,13 @@ impl<'a> Walk<'a> {
             ),
             block,
         );
+        if let Some(at) = request.ends_at {
+            if let Some(mut line) = self.lines.pop() {
+                line.ts = self.lines[at].ts.clone();
+                line.recovered_at = self.lines[at].recovered_at.clone();
+                self.lines.insert(at, line);
+            }
+        }
     }
 
     /// Calls of `turn_id` that have no result: running or never run.
@@ -633,6 +650,10 @@ fn request_name(purpose: &str, step: u32, attempt: u32) -> String {
 fn streamed(request: &Request) -> String {
     match request.chunks {
         0 => ", nothing streamed".to_string(),
+        1 => format!(
+            ", 1 chunk streamed ({} chars of answer)",
+            request.text.chars().count()
+        ),
         n => format!(
             ", {n} chunks streamed ({} chars of answer)",
             request.text.chars().count()
@@ -654,59 +675,6 @@ fn finish_name(finish: FinishReason) -> String {
 
 fn status_name(status: ToolStatus) -> String {
     serde_name(&status)
-}
-
-/// The events of one turn (`t3` or `3`): its own, and the inputs it took
-/// (queued and discarded lines of the messages it claimed or entered).
-/// Without a turn, all of them.
-pub fn select<'e>(
-    events: &'e [LoggedEvent],
-    turn: Option<&str>,
-) -> Result<Vec<&'e LoggedEvent>, String> {
-    let Some(turn) = turn else {
-        return Ok(events.iter().collect());
-    };
-    let turn_id = if turn.starts_with('t') {
-        turn.to_string()
-    } else {
-        format!("t{turn}")
-    };
-    let mut turns = Vec::new();
-    let mut messages = std::collections::HashSet::new();
-    for logged in events {
-        match &logged.event {
-            Event::TurnStart { turn_id } => turns.push(turn_id.clone()),
-            Event::InputClaimed {
-                turn_id: t,
-                message_ids,
-            } if *t == turn_id => messages.extend(message_ids.iter().cloned()),
-            Event::UserMessage {
-                turn_id: t,
-                message_id,
-                ..
-            } if *t == turn_id => {
-                messages.insert(message_id.clone());
-            }
-            _ => {}
-        }
-    }
-    if !turns.contains(&turn_id) {
-        let known = if turns.is_empty() {
-            "it has no turns".to_string()
-        } else {
-            format!("its turns are {}", turns.join(", "))
-        };
-        return Err(format!("no turn {turn_id} in this session; {known}"));
-    }
-    Ok(events
-        .iter()
-        .filter(|logged| match &logged.event {
-            Event::InputQueued { message_id, .. } | Event::InputDiscarded { message_id, .. } => {
-                messages.contains(message_id)
-            }
-            event => event.turn_id() == Some(turn_id.as_str()),
-        })
-        .collect())
 }
 
 /// Walks the selected events and the end of the log.
