@@ -481,3 +481,28 @@ async fn replay_counts_equal_what_the_model_server_and_the_wire_saw() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_crash_before_the_first_chunk_still_shows_the_request() {
+    let server = ModelServer::start().await;
+    server.push(Reply::Hang);
+    let root = tempfile::tempdir().unwrap();
+    let mut editor = editor_in(None, root.path()).await;
+    let session = editor.new_session(config_for(&server, "auto")).await;
+    editor.start_prompt(&session, "are you there").await;
+    server.wait_for_requests(1).await;
+    let home = editor.kill_9().await;
+
+    let text = replay_text(home.path(), &session, &[]);
+    assert!(
+        text.contains("model request (step 1, attempt 1) cut short (the daemon stopped), nothing streamed; no answer, usage unknown"),
+        "{text}"
+    );
+    assert!(
+        text.contains("== t1 is open (daemon not running)"),
+        "{text}"
+    );
+    let summary = replay_json(home.path(), &session, &[]).pop().unwrap();
+    assert_eq!(summary["model_requests"]["sent"], 1, "{summary}");
+    assert_eq!(summary["model_requests"]["cut_short"], 1, "{summary}");
+}
