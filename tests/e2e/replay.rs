@@ -506,3 +506,52 @@ async fn a_crash_before_the_first_chunk_still_shows_the_request() {
     assert_eq!(summary["model_requests"]["sent"], 1, "{summary}");
     assert_eq!(summary["model_requests"]["cut_short"], 1, "{summary}");
 }
+
+#[tokio::test]
+async fn a_compaction_summary_call_is_a_model_request_in_the_replay() {
+    let server = ModelServer::start().await;
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(
+        root.path().join("big.txt"),
+        "the big file line\n".repeat(180),
+    )
+    .unwrap();
+    server.push(openai::tool_calls(&[(
+        "call_big",
+        "read_file",
+        r#"{"path":"big.txt"}"#,
+    )]));
+    server.push(openai::text(["read it"]));
+    server.push(openai::text(["SUMMARY: read big.txt"]));
+    server.push(openai::text(["continuing"]));
+    let mut editor = editor_in(None, root.path()).await;
+    let mut config = config_for(&server, "auto");
+    config["model"]["context_window"] = json!(1000);
+    let session = editor.new_session(config).await;
+    for prompt in ["start here", "second prompt"] {
+        let (response, _) = editor.prompt(&session, prompt).await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    }
+    let home = editor.home.clone();
+    editor.shutdown_and_exit().await;
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    assert!(requests[2].body.get("tools").is_none(), "the summary call");
+
+    let text = replay_text(home.path(), &session, &["--turn", "2"]);
+    assert!(
+        text.contains("model request (step 1, compaction summary) sent to openai scripted-model: 2 messages, 0 tools"),
+        "{text}"
+    );
+    assert!(
+        text.contains("into a summary (kept the last") && text.contains("SUMMARY: read big.txt"),
+        "{text}"
+    );
+    let summary = replay_json(home.path(), &session, &[]).pop().unwrap();
+    assert_eq!(
+        summary["model_requests"]["sent"],
+        requests.len(),
+        "{summary}"
+    );
+    assert_eq!(summary["model_requests"]["completed"], 4, "{summary}");
+}

@@ -96,3 +96,22 @@ fn an_open_turn_reads_by_whether_its_daemon_runs() {
     let last = &running.lines.last().unwrap().text;
     assert_eq!(last, "== t1 is open (running in daemon pid 42)");
 }
+
+#[test]
+fn queues_and_statuses_read_with_the_protocols_names() {
+    let events = parse(&[
+        r#"{"seq":1,"ts":"2026-12-01T10:00:00.000Z","type":"input_queued","message_id":"m2","queue":"next_step","content":[{"kind":"text","text":"also this"}]}"#,
+        r#"{"seq":2,"ts":"2026-12-01T10:00:00.001Z","type":"input_discarded","message_id":"m2","reason":"gone"}"#,
+    ]);
+    let selected = select(&events, None).unwrap();
+    let walk = walk(
+        &selected,
+        &ReplayOptions::default(),
+        DaemonState::NotRunning,
+    );
+    let text: Vec<&str> = walk.lines.iter().map(|l| l.text.as_str()).collect();
+    assert_eq!(
+        text,
+        ["queued m2 (next_step): also this", "discarded m2: gone"]
+    );
+}
