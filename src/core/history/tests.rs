@@ -104,11 +104,8 @@ fn queues_and_statuses_read_with_the_protocols_names() {
         r#"{"seq":2,"ts":"2026-12-01T10:00:00.001Z","type":"input_discarded","message_id":"m2","reason":"gone"}"#,
     ]);
     let selected = select(&events, None).unwrap();
-    let walk = walk(
-        &selected,
-        &ReplayOptions::default(),
-        DaemonState::NotRunning,
-    );
+    let options = ReplayOptions::default();
+    let walk = walk(&selected, &options, DaemonState::NotRunning);
     let text: Vec<&str> = walk.lines.iter().map(|l| l.text.as_str()).collect();
     assert_eq!(
         text,
