@@ -215,6 +215,11 @@ async fn a_session_killed_mid_tool_replays_the_running_call_then_its_recovered_r
                 .is_some_and(|t| t.contains("started"))
         })
         .await;
+    let text = replay_text(editor.home.path(), &session, &[]);
+    assert!(
+        text.contains("tool exec_command [call_exec] is running"),
+        "{text}"
+    );
     let home = editor.kill_9().await;
 
     let text = replay_text(home.path(), &session, &[]);

@@ -95,6 +95,8 @@ fn an_open_turn_reads_by_whether_its_daemon_runs() {
     let running = walk(&selected, &options, DaemonState::Running { pid: 42 });
     let last = &running.lines.last().unwrap().text;
     assert_eq!(last, "== t1 is open (running in daemon pid 42)");
+    let call = &running.lines[running.lines.len() - 2].text;
+    assert_eq!(call, "tool grep [c1] has not started yet");
 }
 
 #[test]

@@ -538,6 +538,15 @@ impl<'a> Walk<'a> {
                     let what = request_name(&request.purpose, request.step, request.attempt);
                     self.line(2, format!("{what} in flight{}", streamed(&request)));
                 }
+                for id in self.open_calls(&turn_id) {
+                    let call = &self.calls[&id];
+                    let text = if call.started {
+                        format!("tool {} [{id}] is running", call.name)
+                    } else {
+                        format!("tool {} [{id}] has not started yet", call.name)
+                    };
+                    self.line(2, text);
+                }
                 self.line(
                     0,
                     format!("== {turn_id} is open (running in daemon pid {pid})"),
@@ -604,17 +613,7 @@ impl<'a> Walk<'a> {
 
     /// Calls of `turn_id` that have no result: running or never run.
     fn unfinished_calls(&mut self, turn_id: &str, why: &str) {
-        let open: Vec<String> = self
-            .order
-            .iter()
-            .filter(|id| {
-                self.calls
-                    .get(*id)
-                    .is_some_and(|c| c.turn_id == turn_id && !c.result)
-            })
-            .cloned()
-            .collect();
-        for id in open {
+        for id in self.open_calls(turn_id) {
             let call = &self.calls[&id];
             let name = call.name.clone();
             let text = if call.started {
@@ -630,6 +629,19 @@ impl<'a> Walk<'a> {
                 self.line_with(2, format!("{text}; output so far: {excerpt}"), block);
             }
         }
+    }
+
+    /// The calls of `turn_id` without a result, in the model's order.
+    fn open_calls(&self, turn_id: &str) -> Vec<String> {
+        self.order
+            .iter()
+            .filter(|id| {
+                self.calls
+                    .get(*id)
+                    .is_some_and(|c| c.turn_id == turn_id && !c.result)
+            })
+            .cloned()
+            .collect()
     }
 
     fn call_name(&self, call_id: &str) -> String {
