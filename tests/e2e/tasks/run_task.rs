@@ -240,8 +240,7 @@ async fn execute_command_answers_when_the_turn_starts_then_its_updates_and_title
     assert_eq!(response["result"]["turnId"], "t1", "{response}");
 
     let end = fixture
-        .editor
-        .wait_update(&session, |u| u["sessionUpdate"] == "turn_end")
+        .update(&session, |u| u["sessionUpdate"] == "turn_end")
         .await;
     assert_eq!(end["update"]["stopReason"], "end_turn");
     let first_chunk = fixture
@@ -312,4 +311,45 @@ async fn work_done_progress_cancel_cancels_the_task_turn() {
     let (response, _) = fixture.editor.response(id).await;
     assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
     fixture.server.wait_for_hangups(1).await;
+}
+
+#[tokio::test]
+async fn a_task_can_run_in_a_given_session_and_a_withdrawn_request_cancels_its_turn() {
+    let mut fixture = Fixture::start(json!({})).await;
+    let path = fixture.open("src/main.rs", FILE).await;
+    let chat = fixture
+        .editor
+        .new_session(fixture.server.session_config())
+        .await;
+    fixture.server.push(Reply::Sse(vec![
+        openai::delta(json!({"content": "Let me"})),
+        SseStep::Stall,
+    ]));
+    let id = fixture
+        .start_run_task(json!({
+            "task": "explain",
+            "textDocument": {"uri": file_uri(&path)},
+            "range": range((1, 0), (2, 0)),
+            "sessionId": chat,
+        }))
+        .await;
+    fixture
+        .editor
+        .wait_update(&chat, |u| u["sessionUpdate"] == "agent_message_chunk")
+        .await;
+    fixture
+        .editor
+        .notify("$/cancelRequest", json!({"id": id}))
+        .await;
+    let (response, _) = fixture.editor.response(id).await;
+    assert_eq!(response["error"]["code"], -32800, "{response}");
+    let end = fixture
+        .update(&chat, |u| u["sessionUpdate"] == "turn_end")
+        .await;
+    assert_eq!(end["update"]["stopReason"], "cancelled");
+    fixture.server.wait_for_hangups(1).await;
+    assert!(
+        fixture.task_sessions().await.is_empty(),
+        "the task ran in the chat session"
+    );
 }
