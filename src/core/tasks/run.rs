@@ -118,6 +118,15 @@ impl RunningTask {
         &self.session.id
     }
 
+    /// A handle that withdraws the task's prompt (discarded while queued,
+    /// its turn cancelled while running) without giving up the wait for
+    /// its receipt, so the answer still comes after the turn's updates.
+    pub fn withdrawer(&self) -> impl Fn() + Send + 'static {
+        let session = self.session.clone();
+        let message_id = self.message_id.clone();
+        move || session.withdraw_prompt(&message_id)
+    }
+
     /// Waits until the task's turn starts and returns its id; `None` when
     /// the prompt was discarded before a turn started.
     pub async fn started(&mut self) -> Option<TurnId> {

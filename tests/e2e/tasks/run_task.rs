@@ -341,12 +341,18 @@ async fn a_task_can_run_in_a_given_session_and_a_withdrawn_request_cancels_its_t
         .editor
         .notify("$/cancelRequest", json!({"id": id}))
         .await;
-    let (response, _) = fixture.editor.response(id).await;
-    assert_eq!(response["error"]["code"], -32800, "{response}");
+    let (response, at) = fixture.editor.response(id).await;
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
     let end = fixture
         .update(&chat, |u| u["sessionUpdate"] == "turn_end")
         .await;
     assert_eq!(end["update"]["stopReason"], "cancelled");
+    assert!(
+        !fixture.editor.received[at..]
+            .iter()
+            .any(|m| m["method"] == "tandem/update" && m["params"]["sessionId"] == chat),
+        "an update of the task's turn followed its answer"
+    );
     fixture.server.wait_for_hangups(1).await;
     assert!(
         fixture.task_sessions().await.is_empty(),
