@@ -219,3 +219,31 @@ async fn acp_errors_are_specific_and_the_agent_keeps_serving() {
         "{reply}"
     );
 }
+
+#[tokio::test]
+async fn a_line_that_is_not_utf8_is_a_parse_error_and_the_agent_keeps_serving() {
+    let server = ModelServer::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let mut client = AcpClient::spawn(&["acp"], &server).await;
+    // Invalid UTF-8 inside a string and as a bare byte: both were once
+    // taken as the end of input.
+    client
+        .stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"initialize\",\"params\":\"\xff\xfe\"}\n")
+        .await
+        .unwrap();
+    let reply = client.next().await;
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    assert_eq!(reply["id"], Value::Null, "{reply}");
+    client.stdin.write_all(b"\xc3\x28\n").await.unwrap();
+    let reply = client.next().await;
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    let (init, _) = client
+        .request("initialize", json!({"protocolVersion": 1}), "")
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    let (new, _) = client
+        .request("session/new", json!({"cwd": root.path()}), "")
+        .await;
+    assert!(new["result"]["sessionId"].is_string(), "{new}");
+}
