@@ -35,8 +35,8 @@ pub struct Outgoing {
     abilities: Mutex<ClientAbilities>,
     permission_method: &'static str,
     user_input_method: &'static str,
-    /// How a pending request is withdrawn: LSP's `$/cancelRequest`, ACP's
-    /// `$/cancel_request`.
+    /// How a pending request is withdrawn: LSP's `$/cancelRequest {id}`,
+    /// ACP's `$/cancel_request {requestId}`.
     cancel_method: &'static str,
 }
 
@@ -156,8 +156,13 @@ impl Outgoing {
             .remove(id)
             .is_some();
         if pending {
+            let field = if self.cancel_method == "$/cancel_request" {
+                "requestId"
+            } else {
+                "id"
+            };
             self.out.send_json(
-                &json!({"jsonrpc": "2.0", "method": self.cancel_method, "params": {"id": id}}),
+                &json!({"jsonrpc": "2.0", "method": self.cancel_method, "params": {field: id}}),
             );
         }
     }
