@@ -67,6 +67,7 @@ fn header(id: &str) -> LogHeader {
         workspace: vec![PathBuf::from("/work/project")],
         workspace_folder: None,
         config: None,
+        kind: None,
     }
 }
 

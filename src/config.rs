@@ -15,6 +15,8 @@ use serde_json::Value;
 
 use crate::vocab::approval::ApprovalMode;
 
+pub mod tasks;
+
 /// Which wire format the model server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -170,6 +172,10 @@ pub struct Config {
     /// Prices per model name (USD per million tokens), over the built-in
     /// table of known models.
     pub pricing: std::collections::BTreeMap<String, crate::vocab::pricing::Price>,
+    /// `[tasks.<id>]` tables, kept raw: each is checked on its own by
+    /// [`tasks::TaskCatalog::from_config`], so one bad task never makes
+    /// the whole configuration invalid.
+    pub tasks: std::collections::BTreeMap<String, Value>,
 }
 
 /// A configuration problem, naming where it came from.

@@ -20,7 +20,13 @@ pub mod error_code {
     pub const INVALID_CONFIG: i64 = -32003;
     /// The daemon could not create or open the session's state on disk.
     pub const SESSION_STORAGE: i64 = -32004;
+    /// LSP's `ContentModified`: the request's document version is not the
+    /// one the daemon has (`tandem/runTask`, `tandem.runTask`).
+    pub const CONTENT_MODIFIED: i64 = -32801;
 }
+
+/// The command code actions carry and `workspace/executeCommand` runs.
+pub const RUN_TASK_COMMAND: &str = "tandem.runTask";
 
 /// A block of prompt content (ACP ContentBlock).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -307,4 +313,113 @@ pub struct PlanEntry {
 pub struct ClientTandemCapabilities {
     pub request_permission: bool,
     pub request_user_input: bool,
+}
+
+/// A position in the negotiated encoding (LSP `Position`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WirePosition {
+    pub line: u32,
+    pub character: u32,
+}
+
+/// LSP `Range`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireRange {
+    pub start: WirePosition,
+    pub end: WirePosition,
+}
+
+/// The parts of an LSP `Diagnostic` a task reads; other fields (`tags`,
+/// `relatedInformation`, `data`, ...) are accepted and ignored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireDiagnostic {
+    pub range: WireRange,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// A number or a string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<Value>,
+}
+
+/// `textDocument` of `tandem/runTask`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskDocument {
+    pub uri: String,
+    /// The version the range refers to; default: the daemon's.
+    #[serde(default)]
+    pub version: Option<i32>,
+}
+
+/// `tandem/runTask` params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunTaskParams {
+    pub task: String,
+    pub text_document: TaskDocument,
+    pub range: WireRange,
+    #[serde(default)]
+    pub instruction: Option<String>,
+    #[serde(default)]
+    pub diagnostics: Vec<WireDiagnostic>,
+    /// Run in this session instead of the workspace's task session.
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// The one argument of the `tandem.runTask` command, as code actions
+/// carry it (`instruction` and `sessionId` are optional extras).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunTaskArgs {
+    pub task: String,
+    pub uri: String,
+    pub range: WireRange,
+    #[serde(default)]
+    pub version: Option<i32>,
+    #[serde(default)]
+    pub diagnostics: Vec<WireDiagnostic>,
+    #[serde(default)]
+    pub instruction: Option<String>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// `workspace/executeCommand` `tandem.runTask` result: the task started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartedTaskResult {
+    pub session_id: String,
+    /// `null` when the task ended before it got a turn.
+    pub turn_id: Option<String>,
+}
+
+/// How an inline edit ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskEditResult {
+    /// `accepted`, `rejected` or `refused`.
+    pub outcome: String,
+    /// What the model is told about it.
+    pub message: String,
+}
+
+/// `tandem/runTask` result: the task turn's receipt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunTaskResult {
+    pub session_id: String,
+    pub turn_id: Option<String>,
+    pub stop_reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub usage: WireUsage,
+    /// For `edit = "selection"` tasks whose turn ended with `end_turn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit: Option<TaskEditResult>,
 }

@@ -7,7 +7,7 @@
 //! storage) so the frontend can map it to its wire's error codes.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -23,7 +23,9 @@ use super::log::{
 };
 use super::projection::Projection;
 use super::session::{RunState, Session, TurnReceipt};
+use super::tasks::{root_of, TaskState};
 use crate::buffers::BufferCache;
+use crate::config::tasks::TaskCatalog;
 use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::tools::{Tool, ToolRegistry};
 use crate::vocab::bridge::ClientBridge;
@@ -75,6 +77,7 @@ pub struct Daemon {
     admission: Mutex<Vec<Arc<dyn AdmissionHook>>>,
     extra_tools: Mutex<Vec<Arc<dyn Tool>>>,
     loading: Mutex<()>,
+    tasks_state: TaskState,
 }
 
 impl Daemon {
@@ -93,6 +96,7 @@ impl Daemon {
             admission: Mutex::new(Vec::new()),
             extra_tools: Mutex::new(Vec::new()),
             loading: Mutex::new(()),
+            tasks_state: TaskState::default(),
         })
     }
 
@@ -125,6 +129,32 @@ impl Daemon {
         &self.home
     }
 
+    /// How sessions reach the editor.
+    pub fn bridge(&self) -> &Arc<dyn ClientBridge> {
+        &self.bridge
+    }
+
+    pub(crate) fn tasks_state(&self) -> &TaskState {
+        &self.tasks_state
+    }
+
+    /// The task catalog for a file: the configuration of the workspace
+    /// root holding it (else of the editor's folders). Cached; cheap when
+    /// nothing changed, so code actions can ask on every cursor move.
+    pub fn task_catalog(&self, path: &Path) -> Result<Arc<TaskCatalog>, DaemonError> {
+        let all = self.workspace.roots();
+        let roots = match root_of(path, &all) {
+            Some(root) => vec![root],
+            None => all,
+        };
+        let init = self
+            .init_options
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        Ok(self.tasks_state.catalog(&self.home, &roots, &init)?)
+    }
+
     /// Sets the editor's `initializationOptions` after checking that they
     /// form a valid configuration layer.
     pub fn set_init_options(&self, options: Value) -> Result<(), ConfigError> {
@@ -137,6 +167,16 @@ impl Daemon {
 
     /// Creates a session and starts its task.
     pub fn new_session(&self, params: NewSession) -> Result<Arc<Session>, DaemonError> {
+        self.new_session_of_kind(params, None)
+    }
+
+    /// [`Daemon::new_session`] with the header's `kind` (`task` for the
+    /// session keybinding tasks run in).
+    pub fn new_session_of_kind(
+        &self,
+        params: NewSession,
+        kind: Option<&str>,
+    ) -> Result<Arc<Session>, DaemonError> {
         let (workspace, roots) = self.workspace_for(params.workspace_folder.clone());
         let config = self.session_config(&roots, params.config.as_ref())?;
         let id = uuid::Uuid::new_v4().simple().to_string();
@@ -148,6 +188,7 @@ impl Daemon {
             workspace: roots.clone(),
             workspace_folder: params.workspace_folder,
             config: params.config,
+            kind: kind.map(str::to_string),
         };
         let log = SessionLog::create(
             &self.sessions_dir(),

@@ -119,6 +119,8 @@ pub struct SessionSummary {
     /// (its log ends inside a turn), or `unreadable`.
     pub state: String,
     pub turn_count: usize,
+    /// `chat`, or `task` for the session keybinding tasks run in.
+    pub kind: String,
 }
 
 /// Summaries of the logs in a directory, newest first; `running` says
@@ -149,6 +151,7 @@ pub fn list_session_logs(dir: &Path, running: &HashMap<String, bool>) -> Vec<Ses
                     updated: String::new(),
                     state: "unreadable".to_string(),
                     turn_count: 0,
+                    kind: "chat".to_string(),
                 });
             }
         }
@@ -203,6 +206,7 @@ fn summarize(path: &Path, running: &HashMap<String, bool>) -> Result<SessionSumm
         created: header.created,
         state: state.to_string(),
         turn_count: turns,
+        kind: header.kind.unwrap_or_else(|| "chat".to_string()),
     })
 }
 

@@ -38,6 +38,9 @@ pub struct LogHeader {
     /// The session's own configuration overrides, reapplied on load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<serde_json::Value>,
+    /// `task` for the session keybinding tasks run in; absent for chats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 /// An event as stored: its place in the log and when it happened.
@@ -441,6 +444,7 @@ mod tests {
             workspace: vec![],
             workspace_folder: None,
             config: None,
+            kind: None,
         };
         let log = SessionLog::create(dir.path(), &header, Durability::Flush, sink.clone()).unwrap();
         log.append(Event::TurnStart {
@@ -478,6 +482,7 @@ mod tests {
             workspace: vec![],
             workspace_folder: None,
             config: None,
+            kind: None,
         }
     }
 
@@ -582,6 +587,7 @@ mod tests {
             workspace: vec![],
             workspace_folder: None,
             config: None,
+            kind: None,
         };
         let first =
             SessionLog::create(dir.path(), &header, Durability::Flush, Arc::new(NullSink)).unwrap();

@@ -8,3 +8,4 @@ pub mod history;
 pub mod log;
 pub mod projection;
 pub mod session;
+pub mod tasks;

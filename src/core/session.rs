@@ -44,6 +44,11 @@ pub struct PendingInput {
     /// Whether this input asks for work (`steer` with `wake: true`, and
     /// every prompt) or only rides along with work that happens anyway.
     pub wake: bool,
+    /// Told the turn's id when a turn starts for this prompt (tasks).
+    pub started: Option<oneshot::Sender<TurnId>>,
+    /// A title for the turn this prompt opens (a task's title), shown as
+    /// its progress title.
+    pub title: Option<String>,
 }
 
 /// What the session task should do next.
@@ -97,6 +102,8 @@ pub struct Session {
     approvals: Mutex<Approvals>,
     /// Usage of the turns before this daemon loaded the session.
     restored_usage: Mutex<Usage>,
+    /// The running turn's title, when the prompt that opened it had one.
+    turn_title: Mutex<Option<(TurnId, String)>>,
 }
 
 /// The session's approval state: its mode and what the user said to
@@ -129,6 +136,7 @@ impl Session {
                 ..Approvals::default()
             }),
             restored_usage: Mutex::new(Usage::default()),
+            turn_title: Mutex::new(None),
             config,
         }
     }
@@ -140,15 +148,49 @@ impl Session {
         content: Vec<UserContent>,
     ) -> (String, oneshot::Receiver<TurnReceipt>) {
         let (tx, rx) = oneshot::channel();
-        let message_id = self.enqueue(InputQueue::NextTurn, content, Some(tx), true);
+        let message_id = self.enqueue(InputQueue::NextTurn, content, Some(tx), true, None);
         (message_id, rx)
+    }
+
+    /// Queues a task's prompt: like [`Session::enqueue_prompt`], and also
+    /// returns where the id of its turn arrives the moment the turn
+    /// starts; `title` is the turn's title until it ends.
+    pub fn enqueue_titled_prompt(
+        &self,
+        content: Vec<UserContent>,
+        title: String,
+    ) -> (
+        String,
+        oneshot::Receiver<TurnReceipt>,
+        oneshot::Receiver<TurnId>,
+    ) {
+        let (tx, rx) = oneshot::channel();
+        let (started_tx, started_rx) = oneshot::channel();
+        let message_id = self.enqueue(
+            InputQueue::NextTurn,
+            content,
+            Some(tx),
+            true,
+            Some((started_tx, title)),
+        );
+        (message_id, rx, started_rx)
+    }
+
+    /// The title of turn `turn_id` while it runs, if its prompt gave one.
+    pub fn turn_title(&self, turn_id: &str) -> Option<String> {
+        self.turn_title
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .filter(|(id, _)| id == turn_id)
+            .map(|(_, title)| title.clone())
     }
 
     /// Queues next-step input (`steer`): claimed by the running turn at its
     /// next step boundary; on an idle session, `wake` opens a turn for it
     /// and `!wake` leaves it for the next turn to carry. Returns its id.
     pub fn enqueue_steer(&self, content: Vec<UserContent>, wake: bool) -> String {
-        self.enqueue(InputQueue::NextStep, content, None, wake)
+        self.enqueue(InputQueue::NextStep, content, None, wake, None)
     }
 
     fn enqueue(
@@ -157,7 +199,12 @@ impl Session {
         content: Vec<UserContent>,
         receipt: Option<oneshot::Sender<TurnReceipt>>,
         wake: bool,
+        titled: Option<(oneshot::Sender<TurnId>, String)>,
     ) -> String {
+        let (started, title) = match titled {
+            Some((started, title)) => (Some(started), Some(title)),
+            None => (None, None),
+        };
         let message_id = format!("m{}", self.next_message.fetch_add(1, Ordering::Relaxed));
         // The log line and the queue entry are made under the inbox lock so
         // the log's order of queued inputs is the order they are taken in.
@@ -173,6 +220,8 @@ impl Session {
                 content,
                 receipt,
                 wake,
+                started,
+                title,
             };
             match queue {
                 InputQueue::NextTurn => inbox.next_turn.push_back(input),
@@ -198,15 +247,27 @@ impl Session {
                     None if inbox.next_step.iter().any(|i| i.wake) => Some(Work::Wake),
                     None => None,
                 };
-                if let Some(work) = work {
+                if let Some(mut work) = work {
                     // Marked running before the inbox lock is released: a
                     // cancel or withdraw never finds the prompt gone from
                     // the inbox and the session still idle.
                     let turn_id = self.next_turn_id();
                     let cancel = self.shutdown.child_token();
-                    let prompt_id = match &work {
-                        Work::Prompt(p) => Some(p.message_id.clone()),
-                        Work::Wake => None,
+                    let prompt_id = match &mut work {
+                        Work::Prompt(p) => {
+                            // Before the driver logs `turn_start`: whoever
+                            // shows the turn finds its title already set.
+                            *self.turn_title.lock().unwrap_or_else(|e| e.into_inner()) =
+                                p.title.take().map(|t| (turn_id.clone(), t));
+                            if let Some(started) = p.started.take() {
+                                let _ = started.send(turn_id.clone());
+                            }
+                            Some(p.message_id.clone())
+                        }
+                        Work::Wake => {
+                            *self.turn_title.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                            None
+                        }
                     };
                     self.set_running(turn_id.clone(), cancel.clone(), prompt_id);
                     return Some(StartedWork {

@@ -17,6 +17,7 @@ pub mod framing;
 pub mod outgoing;
 pub mod progress;
 pub mod server;
+pub mod tasks;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -197,6 +198,14 @@ where
         }),
         bridge: outgoing.clone(),
     });
+    let titled = Arc::downgrade(&daemon);
+    progress.set_title_source(Box::new(move |session_id, turn_id| {
+        titled
+            .upgrade()?
+            .session(session_id)
+            .ok()?
+            .turn_title(turn_id)
+    }));
     let shutdown_requested = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (service, socket) = server::build_service(
         daemon.clone(),

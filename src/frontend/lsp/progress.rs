@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -28,7 +28,12 @@ pub struct Progress {
     outgoing: Arc<Outgoing>,
     /// Per running turn: where its progress items go, and its session.
     turns: Mutex<HashMap<String, (mpsc::UnboundedSender<Value>, String)>>,
+    /// A turn's title (a task's), by session and turn id; `tandem` without.
+    titles: OnceLock<TitleSource>,
 }
+
+/// Looks up the title of a running turn: `(session_id, turn_id)`.
+pub type TitleSource = Box<dyn Fn(&str, &str) -> Option<String> + Send + Sync>;
 
 impl Progress {
     pub fn new(out: OutboundQueue, outgoing: Arc<Outgoing>) -> Arc<Progress> {
@@ -37,7 +42,13 @@ impl Progress {
             out,
             outgoing,
             turns: Mutex::new(HashMap::new()),
+            titles: OnceLock::new(),
         })
+    }
+
+    /// Where turn titles come from (set once, after the daemon exists).
+    pub fn set_title_source(&self, source: TitleSource) {
+        let _ = self.titles.set(source);
     }
 
     /// Set from the client's `window.workDoneProgress` capability.
@@ -116,9 +127,14 @@ impl Progress {
     fn begin(&self, session_id: &str, turn_id: &str) {
         let token = Self::token(session_id, turn_id);
         let (tx, mut rx) = mpsc::unbounded_channel::<Value>();
+        let title = self
+            .titles
+            .get()
+            .and_then(|title_of| title_of(session_id, turn_id))
+            .unwrap_or_else(|| "tandem".to_string());
         let _ = tx.send(json!({
             "kind": "begin",
-            "title": "tandem",
+            "title": title,
             "message": "working",
             "cancellable": true,
         }));

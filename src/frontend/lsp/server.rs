@@ -23,13 +23,14 @@ use crate::frontend::updates::{daemon_error_parts, prompt_result, user_content};
 use crate::protocol::{
     CancelParams, ClientTandemCapabilities, ListSessionsParams, LoadSessionParams,
     LoadSessionResult, NewSessionParams, NewSessionResult, PromptParams, PromptResult,
-    SetModeParams, SetModeResult, SteerParams, SteerResult, PROTOCOL_VERSION,
+    RunTaskParams, RunTaskResult, SetModeParams, SetModeResult, SteerParams, SteerResult,
+    PROTOCOL_VERSION, RUN_TASK_COMMAND,
 };
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::ClientAbilities;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
-const TANDEM_METHODS: [&str; 7] = [
+const TANDEM_METHODS: [&str; 8] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -37,6 +38,7 @@ const TANDEM_METHODS: [&str; 7] = [
     "tandem/setMode",
     "tandem/listSessions",
     "tandem/loadSession",
+    "tandem/runTask",
 ];
 
 pub struct Backend {
@@ -66,10 +68,11 @@ pub fn build_service(
     .custom_method("tandem/listSessions", Backend::list_sessions)
     .custom_method("tandem/loadSession", Backend::load_session)
     .custom_method("tandem/cancel", Backend::cancel)
+    .custom_method("tandem/runTask", Backend::run_task)
     .finish()
 }
 
-fn daemon_error(error: DaemonError) -> Error {
+pub(super) fn daemon_error(error: DaemonError) -> Error {
     let (code, message, data) = daemon_error_parts(error);
     Error {
         code: ErrorCode::ServerError(code),
@@ -109,7 +112,7 @@ async fn guarded_notification(what: &str, body: impl std::future::Future<Output 
     .await;
 }
 
-fn uri_path(uri: &Url) -> Option<PathBuf> {
+pub(super) fn uri_path(uri: &Url) -> Option<PathBuf> {
     uri.to_file_path()
         .ok()
         .or_else(|| file_uri_to_path(uri.as_str()))
@@ -261,6 +264,17 @@ impl LanguageServer for Backend {
                         }),
                         file_operations: None,
                     }),
+                    code_action_provider: Some(CodeActionProviderCapability::Options(
+                        CodeActionOptions {
+                            code_action_kinds: Some(super::tasks::code_action_kinds()),
+                            resolve_provider: Some(false),
+                            work_done_progress_options: WorkDoneProgressOptions::default(),
+                        },
+                    )),
+                    execute_command_provider: Some(ExecuteCommandOptions {
+                        commands: vec![RUN_TASK_COMMAND.to_string()],
+                        work_done_progress_options: WorkDoneProgressOptions::default(),
+                    }),
                     experimental: Some(json!({
                         "tandem": {
                             "protocolVersion": PROTOCOL_VERSION,
@@ -336,6 +350,20 @@ impl LanguageServer for Backend {
             if let Some(path) = uri_path(&params.text_document.uri) {
                 self.daemon.buffers().saved(&path, params.text.as_deref());
             }
+        })
+        .await
+    }
+
+    async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
+        guarded("textDocument/codeAction", async move {
+            super::tasks::code_actions(&self.daemon, params)
+        })
+        .await
+    }
+
+    async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {
+        guarded("workspace/executeCommand", async move {
+            super::tasks::execute_command(&self.daemon, params).await
         })
         .await
     }
@@ -517,6 +545,13 @@ impl Backend {
                 session_id: session.id.clone(),
                 replayed,
             })
+        })
+        .await
+    }
+
+    async fn run_task(&self, params: RunTaskParams) -> Result<RunTaskResult> {
+        guarded("tandem/runTask", async move {
+            super::tasks::run_task(&self.daemon, params).await
         })
         .await
     }

@@ -1,0 +1,117 @@
+//! Keeping the history within the context window: tier-2 compaction
+//! (the model summarizes the oldest part; if that fails, it is dropped) and
+//! the repair pipeline. Each is recorded as an event, so replay rebuilds
+//! the same model context.
+
+use super::stream::{stream_completion, AttemptFailure};
+use super::turn::Turn;
+use crate::core::projection::RepairLimits;
+use crate::provider::{Completion, ErrorKind, ModelMessage, ModelRequest, ProviderError};
+use crate::vocab::event::{Event, Usage};
+
+/// The summarizer's instructions (tier-2 compaction).
+const SUMMARY_PROMPT: &str = "You are compacting the history of a coding session so it can continue in a \
+smaller context. Summarize the transcript you are given: the user's goals and constraints, decisions made, \
+files read or changed (with paths), commands run and their outcomes, errors met, and what remains to do. \
+Be specific and concise; keep names, paths and numbers exact. Answer with the summary only.";
+
+impl Turn<'_> {
+    /// Tier-2 compaction: when the request would fill more than
+    /// `compact_threshold` of the context window, summarize the oldest part.
+    pub(super) async fn compact_if_needed(&mut self) {
+        let window = self.session.config.model.context_window.max(1);
+        let used = self.projection.estimated_tokens() as f64 / window as f64;
+        if used > self.limits.compact_threshold {
+            let why = format!(
+                "the history fills {:.0}% of the {window}-token context window",
+                used * 100.0
+            );
+            self.compact(self.limits.compact_keep_ratio, &why).await;
+        }
+    }
+
+    /// Summarizes everything but the head and the most recent messages
+    /// (within `keep_ratio` of the window) with the model; if that fails,
+    /// drops them instead. Either way the result is a `compacted` event.
+    pub(super) async fn compact(&mut self, keep_ratio: f64, why: &str) {
+        let window = self.session.config.model.context_window as f64;
+        let keep_chars = (window * keep_ratio * 4.0) as usize;
+        let Some(plan) = self.projection.compaction_plan(keep_chars) else {
+            tracing::info!(
+                "compaction wanted ({why}) but there is nothing old enough to summarize"
+            );
+            return;
+        };
+        tracing::info!(removed = plan.to - plan.from, "compacting: {why}");
+        let transcript = self.projection.transcript(plan);
+        let (summary, error, usage) = match self.summarize(transcript).await {
+            Ok(done) if !done.text.trim().is_empty() => {
+                (Some(done.text.trim().to_string()), None, done.usage)
+            }
+            Ok(done) => (None, Some("the summary was empty".to_string()), done.usage),
+            Err(e) => {
+                tracing::warn!("summarizing failed, dropping the oldest messages instead: {e}");
+                (None, Some(e.message), Usage::default())
+            }
+        };
+        self.usage.add(&usage);
+        self.session_usage.add(&usage);
+        self.record(Event::Compacted {
+            turn_id: self.turn_id.clone(),
+            summary,
+            removed: plan.to - plan.from,
+            keep_last: plan.keep_last,
+            error,
+            usage,
+        });
+    }
+
+    /// One summarization call: no tools, the stream timeouts of a step.
+    async fn summarize(&self, transcript: String) -> Result<Completion, ProviderError> {
+        let messages = [
+            ModelMessage::System {
+                text: SUMMARY_PROMPT.to_string(),
+            },
+            ModelMessage::User { text: transcript },
+        ];
+        let request = ModelRequest {
+            messages: &messages,
+            tools: &[],
+            max_output_tokens: Some(2048),
+        };
+        let input_tokens = (messages[1].len_hint() / 4) as u64;
+        stream_completion(
+            self.env.provider.as_ref(),
+            request,
+            self.limits,
+            input_tokens,
+            &self.cancel,
+            |_| {},
+        )
+        .await
+        .map_err(|failure| match failure {
+            AttemptFailure::Cancelled => ProviderError::new(ErrorKind::StreamDropped, "cancelled"),
+            AttemptFailure::Provider { error, .. } => error,
+        })
+    }
+
+    /// Runs the message-repair pipeline and logs each repair that fired.
+    pub(super) fn repair_history(&mut self) {
+        let limits = RepairLimits {
+            context_window: self.session.config.model.context_window,
+            ..RepairLimits::default()
+        };
+        for repair in self.projection.repair(limits) {
+            tracing::info!(
+                repair = repair.repair,
+                "history repaired: {}",
+                repair.reason
+            );
+            self.session.log.append(Event::HistoryRepaired {
+                turn_id: self.turn_id.clone(),
+                repair: repair.repair.to_string(),
+                reason: repair.reason,
+            });
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! The driver: runs a session's turns, one at a time, step by step.
+//!
+//! A step is one provider call plus the tools it asks for; a turn is steps
+//! until the model stops asking for tools. Before every step the budget
+//! gates run (shutdown, cancellation, iterations, idle progress, activity,
+//! token budget); every
+//! provider call streams with adaptive timeouts and is retried per the typed
+//! recovery policy; tool calls of one response run in a bounded pool, with
+//! exclusive tools as barriers, and their results are recorded in model
+//! order.
+//!
+//! Invariant: every fact is recorded as an event before it is acted on, and
+//! every turn that starts ends with exactly one `turn_end`; every tool call
+//! that is recorded gets exactly one `tool_result`, whatever happens.
+//!
+//! The pieces: [`turn`] is a turn's state and its start and end,
+//! [`gates`] the budget checks before each step, [`step`] the step loop,
+//! [`recovery`] the retry policy around a provider call, [`stream`] one
+//! streamed attempt, [`scheduler`] the tool calls of a response, [`approval`]
+//! the permission gate of a command, [`compaction`] the summarizing and
+//! repair of the history, [`loops`] the repetition detector and
+//! [`admission`] the hooks that see inputs before they enter.
+
+mod admission;
+mod approval;
+mod compaction;
+mod gates;
+mod loops;
+mod recovery;
+mod scheduler;
+mod step;
+mod stream;
+mod turn;
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use self::turn::Turn;
+use super::projection::Projection;
+use super::session::{Session, StartedWork, TurnReceipt, Work};
+use crate::buffers::BufferCache;
+use crate::provider::Provider;
+use crate::tools::ToolRegistry;
+use crate::vocab::bridge::ClientBridge;
+use crate::vocab::event::Usage;
+use crate::workspace::Workspace;
+
+pub use self::admission::{Admission, AdmissionHook, ClaimedInput, MaxInputChars};
+pub use self::approval::command_scope;
+pub use self::loops::LoopDetector;
+pub use self::recovery::{recovery_policy, Recovery};
+
+/// What a session's turns run with.
+pub struct SessionEnv {
+    pub provider: Arc<dyn Provider>,
+    pub tools: ToolRegistry,
+    pub workspace: Arc<Workspace>,
+    pub buffers: Arc<BufferCache>,
+    /// Run in order on every claimed batch.
+    pub admission: Vec<Arc<dyn AdmissionHook>>,
+    pub bridge: Arc<dyn ClientBridge>,
+}
+
+/// The session's task: takes work from the inbox and runs a turn for
+/// each, answering the prompt's receipt when its turn has ended.
+pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection: Projection) {
+    let mut session_usage = session.restored_usage();
+    let mut loops = LoopDetector::default();
+    while let Some(StartedWork {
+        work,
+        turn_id,
+        cancel,
+    }) = session.next_work().await
+    {
+        // Inputs injected without waking ride along, ahead of the prompt
+        // that was sent after them.
+        let mut inputs = session.claim_next_step();
+        let receipt = match work {
+            Work::Prompt(mut prompt) => {
+                // A new prompt from the user ends the previous burst.
+                loops.reset();
+                let receipt = prompt.receipt.take();
+                inputs.push(prompt);
+                receipt
+            }
+            Work::Wake => None,
+        };
+        let mut turn = Turn {
+            session: &session,
+            env: &env,
+            tool_specs: Vec::new(),
+            limits: &session.config.limits,
+            projection: &mut projection,
+            turn_id: turn_id.clone(),
+            cancel,
+            usage: Usage::default(),
+            session_usage: &mut session_usage,
+            loops: &mut loops,
+            started: Instant::now(),
+            last_progress: Instant::now(),
+        };
+        let end = turn.run(inputs).await;
+        let usage = turn.usage;
+        session.set_idle();
+        if let Some(receipt) = receipt {
+            let _ = receipt.send(TurnReceipt {
+                turn_id: Some(turn_id),
+                stop_reason: end.reason,
+                message: end.message,
+                usage,
+                cost_usd: end.cost_usd,
+            });
+        }
+    }
+    session.discard_inbox("the daemon is shutting down");
+    session.log.sync();
+}

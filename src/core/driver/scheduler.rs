@@ -1,0 +1,313 @@
+//! The tool calls of one response: recorded (and synced) before any runs,
+//! run in a bounded pool with exclusive tools as barriers, each through the
+//! approval gate, and their results recorded in model order. Every recorded
+//! call gets exactly one result, whatever happens (unknown tool, bad
+//! arguments, refusal, cancellation, timeout, panic).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::approval::approve;
+use super::turn::Turn;
+use crate::core::log::SessionLog;
+use crate::core::session::Session;
+use crate::tools::{ExecMode, Tool, ToolContext, ToolErrorKind, ToolEvent, ToolRegistry};
+use crate::vocab::event::{Event, ToolCallRequest, ToolStatus, TurnId};
+
+/// Longest tool output recorded for the model, in bytes.
+const MAX_TOOL_OUTPUT: usize = 100_000;
+
+impl Turn<'_> {
+    /// Runs the calls of one response: parallel-safe calls in a bounded
+    /// pool, exclusive calls alone; results recorded in model order.
+    pub(super) async fn run_tools(&mut self, calls: &[ToolCallRequest]) {
+        let mut prepared = Vec::with_capacity(calls.len());
+        let mode = self.session.mode();
+        let abilities = self.env.bridge.abilities();
+        for call in calls {
+            let known = self.env.tools.get(&call.name);
+            let tool = known
+                .filter(|t| ToolRegistry::is_offered(t.as_ref(), mode, abilities))
+                .cloned();
+            let withheld = known.is_some() && tool.is_none();
+            let parsed: Result<Value, String> =
+                serde_json::from_str(&call.arguments).map_err(|e| e.to_string());
+            let (title, kind) = match (&tool, &parsed) {
+                (Some(tool), Ok(args)) => (tool.title(args), tool.kind()),
+                (Some(tool), Err(_)) => (tool.name().to_string(), tool.kind()),
+                (None, _) => (call.name.clone(), "other"),
+            };
+            self.record(Event::ToolCall {
+                turn_id: self.turn_id.clone(),
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: parsed
+                    .clone()
+                    .unwrap_or_else(|_| Value::String(call.arguments.clone())),
+                title,
+                kind: kind.to_string(),
+            });
+            prepared.push(PreparedCall {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                tool,
+                withheld,
+                args: parsed,
+            });
+        }
+        // The calls are on disk before any of them runs: after a crash,
+        // a call without a result is known to have maybe started.
+        self.session.log.sync();
+        let mut ctx = ToolContext::new(
+            self.env.workspace.clone(),
+            self.env.buffers.clone(),
+            self.cancel.clone(),
+        );
+        ctx.session_id = self.session.id.clone();
+        ctx.env_allow = self.session.config.tools.exec_env_allow.clone();
+        ctx.mode = self.session.mode();
+        ctx.bridge = self.env.bridge.clone();
+        let available = self.available_tools();
+        let pool = self.limits.parallel_tools.max(1);
+        let mut rest = prepared.as_slice();
+        while !rest.is_empty() {
+            // A run of parallel-safe calls, or one exclusive call.
+            let exclusive = |c: &PreparedCall| {
+                c.tool
+                    .as_ref()
+                    .is_some_and(|t| t.mode() == ExecMode::Exclusive)
+            };
+            let len = if exclusive(&rest[0]) {
+                1
+            } else {
+                rest.iter().position(exclusive).unwrap_or(rest.len())
+            };
+            let (batch, tail) = rest.split_at(len);
+            rest = tail;
+            // Boxed 'static futures: the pool's stream must not borrow the
+            // batch, or the session task's future stops being `Send`.
+            let calls: Vec<futures::future::BoxFuture<'static, (ToolStatus, String)>> = batch
+                .iter()
+                .map(|call| {
+                    let call = call.clone();
+                    let ctx = call_context(&ctx, &self.session.log, &self.turn_id, &call.call_id);
+                    let log = self.session.clone();
+                    let turn_id = self.turn_id.clone();
+                    let available = available.clone();
+                    Box::pin(
+                        async move { execute_call(&call, ctx, log, turn_id, &available).await },
+                    ) as futures::future::BoxFuture<'static, _>
+                })
+                .collect();
+            let mut results = futures::stream::iter(calls).buffered(pool);
+            let mut outcomes = Vec::with_capacity(batch.len());
+            while let Some(outcome) = results.next().await {
+                outcomes.push(outcome);
+            }
+            drop(results);
+            // A tool that succeeded moved the work on; failures and
+            // refusals did not.
+            if outcomes
+                .iter()
+                .any(|(status, _)| *status == ToolStatus::Completed)
+            {
+                self.last_progress = Instant::now();
+            }
+            for (call, (status, output)) in batch.iter().zip(outcomes) {
+                self.record(Event::ToolResult {
+                    turn_id: self.turn_id.clone(),
+                    call_id: call.call_id.clone(),
+                    status,
+                    output,
+                });
+            }
+            // One fsync for the batch's results, before the model sees them.
+            self.session.log.sync();
+        }
+    }
+
+    /// Records the calls of a batch that will not run, each with a result.
+    pub(super) fn refuse_calls(&mut self, calls: &[ToolCallRequest], why: &str) {
+        for call in calls {
+            let arguments = serde_json::from_str(&call.arguments)
+                .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+            self.record(Event::ToolCall {
+                turn_id: self.turn_id.clone(),
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments,
+                title: call.name.clone(),
+                kind: "other".to_string(),
+            });
+            self.record(Event::ToolResult {
+                turn_id: self.turn_id.clone(),
+                call_id: call.id.clone(),
+                status: ToolStatus::NotRun,
+                output: format!(
+                    "{why}. Try a different approach instead of repeating the same calls."
+                ),
+            });
+        }
+        self.session.log.sync();
+    }
+
+    pub(super) fn available_tools(&self) -> String {
+        self.tool_specs
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+#[derive(Clone)]
+pub(super) struct PreparedCall {
+    pub(super) call_id: String,
+    pub(super) name: String,
+    pub(super) tool: Option<Arc<dyn Tool>>,
+    /// The tool exists but the mode or the client does not allow it.
+    pub(super) withheld: bool,
+    pub(super) args: Result<Value, String>,
+}
+
+/// The context of one call: its id, and progress reported as events.
+fn call_context(
+    base: &ToolContext,
+    log: &Arc<SessionLog>,
+    turn_id: &TurnId,
+    call_id: &str,
+) -> ToolContext {
+    let mut ctx = base.clone();
+    ctx.call_id = call_id.to_string();
+    let (log, turn_id, call_id) = (log.clone(), turn_id.clone(), call_id.to_string());
+    ctx.emit = Arc::new(move |event: ToolEvent| {
+        let event = match event {
+            ToolEvent::Output(text) => Event::ToolOutput {
+                turn_id: turn_id.clone(),
+                call_id: call_id.clone(),
+                text,
+            },
+            ToolEvent::Diffs(files) => Event::ToolDiff {
+                turn_id: turn_id.clone(),
+                call_id: call_id.clone(),
+                files,
+            },
+            ToolEvent::Plan { explanation, steps } => Event::Plan {
+                turn_id: turn_id.clone(),
+                explanation,
+                steps,
+            },
+            ToolEvent::Waiting(what) => Event::ToolWaiting {
+                turn_id: turn_id.clone(),
+                call_id: call_id.clone(),
+                waiting_for: what.to_string(),
+            },
+        };
+        log.append(event);
+    });
+    ctx
+}
+
+/// Runs one call to its result; never fails.
+async fn execute_call(
+    call: &PreparedCall,
+    ctx: ToolContext,
+    session: Arc<Session>,
+    turn_id: TurnId,
+    available: &str,
+) -> (ToolStatus, String) {
+    if ctx.cancel.is_cancelled() {
+        return (
+            ToolStatus::NotRun,
+            "ABORTED_BEFORE_DISPATCH: the turn was cancelled before this call started".to_string(),
+        );
+    }
+    let Some(tool) = &call.tool else {
+        let why = if call.withheld {
+            format!(
+                "`{}` is not available in this session's mode ({}); available tools: {available}",
+                call.name,
+                ctx.mode.as_str()
+            )
+        } else {
+            format!("unknown tool `{}`; available tools: {available}", call.name)
+        };
+        return (ToolStatus::Failed, why);
+    };
+    let args = match &call.args {
+        Ok(args) => args.clone(),
+        Err(e) => {
+            return (
+                ToolStatus::Failed,
+                format!("the arguments are not valid JSON ({e}); send one JSON object that matches the tool's schema"),
+            )
+        }
+    };
+    if let Err(refused) = approve(tool, &args, &ctx, &session, &turn_id).await {
+        return refused;
+    }
+    session.log.append(Event::ToolStarted {
+        turn_id,
+        call_id: call.call_id.clone(),
+    });
+    let cancel = ctx.cancel.clone();
+    // A panicking tool must not take the session task (and every queued
+    // prompt's receipt) down with it.
+    let run = std::panic::AssertUnwindSafe(tool.run(args, &ctx));
+    let limit = tool.timeout().unwrap_or(Duration::MAX);
+    let run = tokio::time::timeout(limit, futures::FutureExt::catch_unwind(run));
+    let aborted = || {
+        (
+            ToolStatus::Aborted,
+            "the call was running and was stopped because the turn was cancelled".to_string(),
+        )
+    };
+    // Cancellation wins over a result that races it: a tool that gave up
+    // because it saw the cancel was aborted, not failed.
+    let result = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return aborted(),
+        result = run => result,
+    };
+    if cancel.is_cancelled() {
+        return aborted();
+    }
+    match result {
+        Err(_) => (
+            ToolStatus::Aborted,
+            format!(
+                "the call was stopped after {limit:.0?}, the time limit of {}",
+                tool.name()
+            ),
+        ),
+        Ok(Ok(Ok(output))) => (ToolStatus::Completed, cap_output(output)),
+        Ok(Ok(Err(e))) => match e.1 {
+            ToolErrorKind::Failed => (ToolStatus::Failed, cap_output(e.0)),
+            ToolErrorKind::Rejected => (ToolStatus::Rejected, cap_output(e.0)),
+        },
+        Ok(Err(_)) => {
+            tracing::error!(tool = tool.name(), "tool panicked");
+            (
+                ToolStatus::Failed,
+                format!(
+                    "internal error: the {} tool crashed; this is a bug in tandem",
+                    tool.name()
+                ),
+            )
+        }
+    }
+}
+
+fn cap_output(mut output: String) -> String {
+    if output.len() > MAX_TOOL_OUTPUT {
+        let cut = output.floor_char_boundary(MAX_TOOL_OUTPUT);
+        let dropped = output.len() - cut;
+        output.truncate(cut);
+        output.push_str(&format!("\n[... output truncated: {dropped} more bytes]"));
+    }
+    output
+}

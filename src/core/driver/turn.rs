@@ -1,0 +1,155 @@
+//! A turn: its state, its start and its end. Every turn that starts
+//! records `turn_start`, enters its claimed inputs through the admission
+//! hooks and ends with exactly one `turn_end`, priced when the model's price
+//! is known.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::admission::{Admission, ClaimedInput};
+use super::loops::LoopDetector;
+use super::SessionEnv;
+use crate::config::LimitsConfig;
+use crate::core::projection::Projection;
+use crate::core::session::{PendingInput, Session};
+use crate::provider::ToolSpec;
+use crate::vocab::event::{Event, StopReason, TurnId, Usage};
+use crate::vocab::pricing::{price_of, Price};
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct TurnEnd {
+    pub(super) reason: StopReason,
+    pub(super) message: Option<String>,
+    /// Filled in when the turn's end is recorded.
+    pub(super) cost_usd: Option<f64>,
+}
+
+impl TurnEnd {
+    pub(super) fn new(reason: StopReason, message: impl Into<String>) -> Self {
+        TurnEnd {
+            reason,
+            message: Some(message.into()),
+            cost_usd: None,
+        }
+    }
+
+    pub(super) fn cancelled() -> Self {
+        TurnEnd::new(StopReason::Cancelled, "cancelled by the user")
+    }
+}
+
+/// One running turn: what it runs with and what it has used so far.
+pub(super) struct Turn<'a> {
+    pub(super) session: &'a Arc<Session>,
+    pub(super) env: &'a SessionEnv,
+    /// The tools offered in the current step (mode and client decide).
+    pub(super) tool_specs: Vec<ToolSpec>,
+    pub(super) limits: &'a LimitsConfig,
+    pub(super) projection: &'a mut Projection,
+    pub(super) turn_id: TurnId,
+    pub(super) cancel: CancellationToken,
+    pub(super) usage: Usage,
+    pub(super) session_usage: &'a mut Usage,
+    pub(super) loops: &'a mut LoopDetector,
+    pub(super) started: Instant,
+    /// Last time the work moved on: the model streamed text, or a tool
+    /// call completed. Retries, failed or refused calls, reasoning alone
+    /// and empty answers are not progress.
+    pub(super) last_progress: Instant,
+}
+
+impl Turn<'_> {
+    /// Records an event and folds it into the model's context.
+    pub(super) fn record(&mut self, event: Event) {
+        let logged = self.session.log.append(event);
+        self.projection.apply(&logged.event);
+    }
+
+    pub(super) async fn run(&mut self, inputs: Vec<PendingInput>) -> TurnEnd {
+        self.record(Event::TurnStart {
+            turn_id: self.turn_id.clone(),
+        });
+        let end = match self.enter_inputs(inputs) {
+            Ok(()) => self.steps().await,
+            Err(reason) => TurnEnd::new(StopReason::Blocked, reason),
+        };
+        let mut end = end;
+        end.cost_usd = self.price().map(|p| p.cost(&self.usage));
+        self.record(Event::TurnEnd {
+            turn_id: self.turn_id.clone(),
+            stop_reason: end.reason,
+            message: end.message.clone(),
+            usage: self.usage,
+            cost_usd: end.cost_usd,
+        });
+        end
+    }
+
+    /// The price of the session's model, when known.
+    pub(super) fn price(&self) -> Option<Price> {
+        price_of(
+            &self.session.config.model.name,
+            &self.session.config.pricing,
+        )
+    }
+
+    /// Claims a batch, runs it past the admission hooks and enters what
+    /// they let through as user messages. `Err` carries the rejection.
+    pub(super) fn enter_inputs(&mut self, inputs: Vec<PendingInput>) -> Result<(), String> {
+        if inputs.is_empty() {
+            return Ok(());
+        }
+        self.record(Event::InputClaimed {
+            turn_id: self.turn_id.clone(),
+            message_ids: inputs.iter().map(|i| i.message_id.clone()).collect(),
+        });
+        let mut batch: Vec<ClaimedInput> = inputs
+            .iter()
+            .map(|i| ClaimedInput {
+                message_id: i.message_id.clone(),
+                content: i.content.clone(),
+            })
+            .collect();
+        let mut rejection = None;
+        for hook in &self.env.admission {
+            match hook.admit(&self.session.id, batch) {
+                Admission::Enter(next) => batch = next,
+                Admission::Reject { reason } => {
+                    rejection = Some(reason);
+                    batch = Vec::new();
+                    break;
+                }
+            }
+        }
+        for input in inputs {
+            if !batch.iter().any(|b| b.message_id == input.message_id) {
+                let reason = rejection
+                    .clone()
+                    .unwrap_or_else(|| "left out by an admission hook".to_string());
+                self.session
+                    .discard(input, &format!("rejected at admission: {reason}"));
+            }
+        }
+        for entered in batch {
+            self.record(Event::UserMessage {
+                turn_id: self.turn_id.clone(),
+                message_id: entered.message_id,
+                content: entered.content,
+            });
+        }
+        match rejection {
+            Some(reason) => Err(format!("the input was rejected at admission: {reason}")),
+            None => Ok(()),
+        }
+    }
+
+    pub(super) fn end_step(&mut self, step: u32) {
+        self.record(Event::StepEnd {
+            turn_id: self.turn_id.clone(),
+            step,
+        });
+    }
+}

@@ -1,0 +1,201 @@
+//! The model's context as a projection of the session log.
+//!
+//! [`Projection`] folds events into the provider-neutral message list. It is
+//! updated incrementally as the driver records events (so a step never
+//! rebuilds or copies the history), and a reloaded session gets the same
+//! messages by folding its log from the start.
+//!
+//! Invariant: only completion anchors (`assistant_message`), entered user
+//! messages and tool results reach the model; chunks, failed attempts and
+//! bookkeeping events never do. The projection holds no state that cannot be
+//! rebuilt from the log.
+//!
+//! The pieces: [`render`] is how user input and tool results read to the
+//! model, [`compaction`] plans and applies summaries, [`repair`] is the
+//! pipeline that makes any history acceptable to any provider.
+
+mod compaction;
+mod render;
+mod repair;
+
+use crate::provider::ModelMessage;
+use crate::vocab::event::Event;
+
+pub use self::compaction::{summary_message, CompactionPlan};
+pub use self::render::{render_tool_result, render_user_content};
+pub use self::repair::{Repair, RepairLimits, RESULT_UNAVAILABLE};
+
+/// The model-visible history of a session.
+#[derive(Debug, Clone)]
+pub struct Projection {
+    messages: Vec<ModelMessage>,
+    /// Rough size of the history in characters, for token estimates.
+    chars: usize,
+}
+
+impl Projection {
+    /// Starts a history with the system prompt as its first message.
+    pub fn new(system_prompt: String) -> Self {
+        let chars = system_prompt.len();
+        Projection {
+            messages: vec![ModelMessage::System {
+                text: system_prompt,
+            }],
+            chars,
+        }
+    }
+
+    /// Folds a whole log.
+    pub fn from_events<'a>(
+        system_prompt: String,
+        events: impl IntoIterator<Item = &'a Event>,
+    ) -> Self {
+        let mut projection = Projection::new(system_prompt);
+        for event in events {
+            projection.apply(event);
+        }
+        projection
+    }
+
+    pub fn messages(&self) -> &[ModelMessage] {
+        &self.messages
+    }
+
+    /// Estimated input tokens of a request carrying this history (about
+    /// four characters a token).
+    pub fn estimated_tokens(&self) -> u64 {
+        (self.chars / 4) as u64
+    }
+
+    /// Mutable access for tests that need a deliberately broken history.
+    pub fn messages_mut(&mut self) -> &mut Vec<ModelMessage> {
+        &mut self.messages
+    }
+
+    /// Applies one event; events that do not reach the model are ignored.
+    pub fn apply(&mut self, event: &Event) {
+        let message = match event {
+            Event::UserMessage { content, .. } => ModelMessage::User {
+                text: render_user_content(content),
+            },
+            Event::AssistantMessage {
+                text,
+                thinking,
+                tool_calls,
+                ..
+            } => ModelMessage::Assistant {
+                text: text.clone(),
+                thinking: thinking.clone(),
+                tool_calls: tool_calls.clone(),
+            },
+            Event::Compacted {
+                summary,
+                removed,
+                keep_last,
+                ..
+            } => {
+                self.compact(summary.as_deref(), *removed, *keep_last);
+                return;
+            }
+            Event::ToolResult {
+                call_id,
+                status,
+                output,
+                ..
+            } => ModelMessage::Tool {
+                call_id: call_id.clone(),
+                content: render_tool_result(*status, output),
+            },
+            _ => return,
+        };
+        self.chars += message_chars(&message);
+        self.messages.push(message);
+    }
+}
+
+fn message_chars(message: &ModelMessage) -> usize {
+    match message {
+        ModelMessage::System { text } | ModelMessage::User { text } => text.len(),
+        ModelMessage::Assistant {
+            text,
+            thinking,
+            tool_calls,
+        } => {
+            text.len()
+                + thinking.as_ref().map_or(0, |t| t.text.len())
+                + tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.len() + c.id.len())
+                    .sum::<usize>()
+        }
+        ModelMessage::Tool { content, call_id } => content.len() + call_id.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::event::{FinishReason, ToolCallRequest, ToolStatus, Usage, UserContent};
+
+    #[test]
+    fn chunks_and_failed_attempts_do_not_reach_the_model() {
+        let events = vec![
+            Event::UserMessage {
+                turn_id: "t1".into(),
+                message_id: "m1".into(),
+                content: vec![UserContent::Text { text: "hi".into() }],
+            },
+            Event::AssistantChunk {
+                turn_id: "t1".into(),
+                step: 1,
+                attempt: 1,
+                text: "partial".into(),
+            },
+            Event::AttemptFailed {
+                turn_id: "t1".into(),
+                step: 1,
+                attempt: 1,
+                error_kind: "stream_dropped".into(),
+                message: "dropped".into(),
+                retry: true,
+                streamed: true,
+            },
+            Event::AssistantMessage {
+                turn_id: "t1".into(),
+                step: 1,
+                attempt: 2,
+                provider: "openai".into(),
+                model: "m".into(),
+                text: "".into(),
+                thinking: None,
+                tool_calls: vec![ToolCallRequest {
+                    id: "c1".into(),
+                    name: "read_file".into(),
+                    arguments: "{}".into(),
+                }],
+                finish_reason: FinishReason::ToolCalls,
+                usage: Usage::default(),
+            },
+            Event::ToolResult {
+                turn_id: "t1".into(),
+                call_id: "c1".into(),
+                status: ToolStatus::Failed,
+                output: "no such file".into(),
+            },
+        ];
+        let projection = Projection::from_events("sys".into(), &events);
+        let messages = projection.messages();
+        assert_eq!(messages.len(), 4);
+        assert_eq!(messages[1], ModelMessage::User { text: "hi".into() });
+        assert!(
+            matches!(&messages[2], ModelMessage::Assistant { text, tool_calls, .. } if text.is_empty() && tool_calls.len() == 1)
+        );
+        assert_eq!(
+            messages[3],
+            ModelMessage::Tool {
+                call_id: "c1".into(),
+                content: "error: no such file".into()
+            }
+        );
+    }
+}
