@@ -35,6 +35,42 @@ pub struct ClientFacilities {
     /// Writes go to the client, which updates its buffer (and the disk, as
     /// it sees fit).
     pub write_text_file: bool,
+    /// Commands run in the client's terminal (ACP `terminal/*`), which the
+    /// user watches live.
+    pub terminal: bool,
+}
+
+/// A command for the client's terminal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TerminalCommand {
+    pub session_id: String,
+    pub tool_call_id: String,
+    /// A shell command line (run as `sh -c`).
+    pub command: String,
+    pub cwd: std::path::PathBuf,
+    /// The client keeps at most this many bytes of output (the end).
+    pub output_byte_limit: usize,
+    /// Killed when it runs longer.
+    pub timeout: std::time::Duration,
+}
+
+/// How a command in the client's terminal ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TerminalEnd {
+    Exited(i32),
+    Signalled(String),
+    TimedOut,
+    /// The turn was cancelled; the command was killed.
+    Cancelled,
+}
+
+/// A finished command of the client's terminal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TerminalRun {
+    pub end: TerminalEnd,
+    pub output: String,
+    /// The client dropped the start of the output to keep the limit.
+    pub truncated: bool,
 }
 
 /// The user's answer to a permission request.
@@ -169,6 +205,15 @@ pub trait ClientBridge: Send + Sync {
         _cancel: &CancellationToken,
     ) -> BridgeOutcome<()> {
         BridgeOutcome::Unavailable("the client cannot write files".to_string())
+    }
+    /// Runs a command in the client's terminal until it exits, times out or
+    /// `cancel` fires (then it is killed); the terminal is released after.
+    async fn run_in_terminal(
+        &self,
+        _command: TerminalCommand,
+        _cancel: &CancellationToken,
+    ) -> BridgeOutcome<TerminalRun> {
+        BridgeOutcome::Unavailable("the client has no terminal".to_string())
     }
     async fn request_permission(
         &self,

@@ -229,7 +229,9 @@ async fn a_line_that_is_not_utf8_is_a_parse_error_and_the_agent_keeps_serving() 
     // taken as the end of input.
     client
         .stdin
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"initialize\",\"params\":\"\xff\xfe\"}\n")
+        .write_all(
+            b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"initialize\",\"params\":\"\xff\xfe\"}\n",
+        )
         .await
         .unwrap();
     let reply = client.next().await;

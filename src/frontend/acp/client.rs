@@ -1,19 +1,20 @@
 //! The [`ClientBridge`] of an ACP client: permission through
 //! `session/request_permission`, questions through `elicitation/create`,
-//! files through `fs/*`, each only when the client advertised it in
-//! `initialize`.
+//! files through `fs/*`, commands through `terminal/*`, each only when the
+//! client advertised it in `initialize`.
 
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{client_fs, elicitation};
+use super::{client_fs, elicitation, terminal};
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::OutboundQueue;
 use crate::vocab::bridge::{
     ApplyEditRequest, ApplyEditResponse, BridgeOutcome, ClientAbilities, ClientBridge,
-    ClientFacilities, ClientFile, PermissionAnswer, PermissionRequest, UserInputRequest,
+    ClientFacilities, ClientFile, PermissionAnswer, PermissionRequest, TerminalCommand,
+    TerminalRun, UserInputRequest,
 };
 
 /// What the client's `clientCapabilities` offer.
@@ -22,6 +23,7 @@ pub(super) struct AcpCapabilities {
     pub(super) read_text_file: bool,
     pub(super) write_text_file: bool,
     pub(super) elicitation_form: bool,
+    pub(super) terminal: bool,
 }
 
 impl AcpCapabilities {
@@ -31,12 +33,14 @@ impl AcpCapabilities {
             read_text_file: caps["fs"]["readTextFile"] == true,
             write_text_file: caps["fs"]["writeTextFile"] == true,
             elicitation_form: caps["elicitation"]["form"].is_object(),
+            terminal: caps["terminal"] == true,
         }
     }
 }
 
 pub(super) struct AcpClient {
     pub(super) outgoing: Arc<Outgoing>,
+    out: OutboundQueue,
     capabilities: Mutex<AcpCapabilities>,
 }
 
@@ -44,12 +48,13 @@ impl AcpClient {
     pub(super) fn new(out: OutboundQueue) -> Arc<AcpClient> {
         Arc::new(AcpClient {
             outgoing: Outgoing::with_methods(
-                out,
+                out.clone(),
                 "session/request_permission",
                 "elicitation/create",
                 "$/cancel_request",
             ),
             capabilities: Mutex::new(AcpCapabilities::default()),
+            out,
         })
     }
 
@@ -78,6 +83,7 @@ impl ClientBridge for AcpClient {
         ClientFacilities {
             read_text_file: caps.read_text_file,
             write_text_file: caps.write_text_file,
+            terminal: caps.terminal,
         }
     }
 
@@ -129,5 +135,16 @@ impl ClientBridge for AcpClient {
             return BridgeOutcome::Unavailable("the client cannot write files".to_string());
         }
         client_fs::write(&self.outgoing, file, text, cancel).await
+    }
+
+    async fn run_in_terminal(
+        &self,
+        command: TerminalCommand,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<TerminalRun> {
+        if !self.capabilities().terminal {
+            return BridgeOutcome::Unavailable("the client has no terminal".to_string());
+        }
+        terminal::run(self.outgoing.clone(), self.out.clone(), command, cancel).await
     }
 }

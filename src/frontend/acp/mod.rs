@@ -7,7 +7,8 @@
 //! - [`session`]: the agent's methods;
 //! - [`client`]: the [`ClientBridge`](crate::vocab::bridge::ClientBridge)
 //!   over the client's methods, with [`client_fs`] (`fs/*`) and
-//!   [`elicitation`] (`elicitation/create`);
+//!   [`elicitation`] (`elicitation/create`) and [`terminal`]
+//!   (`terminal/*`);
 //! - [`modes`]: approval modes as session modes and config options;
 //! - [`mapping`]: session events as `session/update`s, stop reasons.
 //!
@@ -21,6 +22,7 @@ mod elicitation;
 mod mapping;
 mod modes;
 mod session;
+mod terminal;
 mod wire;
 
 use std::path::PathBuf;
