@@ -10,6 +10,7 @@
 //!   [`elicitation`] (`elicitation/create`) and [`terminal`]
 //!   (`terminal/*`);
 //! - [`modes`]: approval modes as session modes and config options;
+//! - [`commands`]: the keybinding tasks as slash commands;
 //! - [`mapping`]: session events as `session/update`s, stop reasons.
 //!
 //! Invariant: like the LSP frontend, one writer owns stdout and a turn's
@@ -18,6 +19,7 @@
 
 mod client;
 mod client_fs;
+mod commands;
 mod elicitation;
 mod mapping;
 mod modes;
@@ -61,6 +63,7 @@ where
         daemon: daemon.clone(),
         client: client.clone(),
         sink,
+        cwds: Default::default(),
     });
     let mut reader = BufReader::new(stdin);
     let mut buf = Vec::new();
@@ -97,7 +100,12 @@ where
             let reply = agent.handle(&method, &params, id.as_ref()).await;
             if let (Some(id), Some(reply)) = (id, reply) {
                 let message = match reply {
-                    Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                    Ok(result) => {
+                        let message = json!({"jsonrpc": "2.0", "id": id, "result": result});
+                        out.send_json(&message);
+                        agent.after_reply(&method, &params, &message["result"]);
+                        return;
+                    }
                     Err(mut error) => {
                         error["id"] = id;
                         error

@@ -4,17 +4,20 @@
 //! the `session/cancel` notification. Each turns params into a daemon call
 //! and its outcome into a result or a JSON-RPC error.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
 use super::client::{AcpCapabilities, AcpClient};
+use super::commands;
 use super::mapping::{prompt_result, AcpSink};
 use super::modes::{session_state, MODE_OPTION};
 use super::wire::{daemon_error, error_response, string_param};
 use super::ACP_PROTOCOL_VERSION;
 use crate::core::daemon::{Daemon, NewSession};
+use crate::core::tasks::run::TaskError;
 use crate::frontend::updates::user_content;
 use crate::protocol::ContentBlock;
 use crate::vocab::approval::ApprovalMode;
@@ -28,6 +31,8 @@ pub(super) struct Agent {
     pub(super) daemon: Arc<Daemon>,
     pub(super) client: Arc<AcpClient>,
     pub(super) sink: Arc<AcpSink>,
+    /// Each session's `cwd`, where its slash commands come from.
+    pub(super) cwds: Mutex<HashMap<String, PathBuf>>,
 }
 
 type Reply = Result<Value, Value>;
@@ -173,6 +178,14 @@ impl Agent {
         if prompt.is_empty() {
             return Err(bad(rid, "invalid params: `prompt` is empty".to_string()));
         }
+        if let Some((name, instruction)) = commands::slash_command(&prompt) {
+            let cwd = self.cwd(session_id);
+            if commands::is_task(&self.daemon, &cwd, &name) {
+                return self
+                    .run_task(session_id, name, instruction, &prompt, rid)
+                    .await;
+            }
+        }
         let (_, receipt) = self
             .daemon
             .prompt(session_id, user_content(prompt))
@@ -190,6 +203,60 @@ impl Agent {
                 "the session stopped before the turn ended",
             )),
         }
+    }
+
+    /// A slash command: the task's turn runs in this session; its inline
+    /// edit outcome, if any, is under `_meta.tandem.edit`.
+    async fn run_task(
+        &self,
+        session_id: &str,
+        name: String,
+        instruction: String,
+        prompt: &[ContentBlock],
+        rid: &Value,
+    ) -> Reply {
+        let result = commands::run(&self.daemon, session_id, name, instruction, prompt)
+            .await
+            .map_err(|e| match e {
+                TaskError::Daemon(e) => daemon_error(rid, e),
+                TaskError::SessionStopped => error_response(rid, -32603, &e.to_string()),
+                other => bad(rid, other.to_string()),
+            })?;
+        let receipt = result.receipt;
+        if receipt.stop_reason == StopReason::Error {
+            return Err(error_response(
+                rid,
+                -32603,
+                receipt.message.as_deref().unwrap_or("the turn failed"),
+            ));
+        }
+        let mut reply = prompt_result(receipt.stop_reason);
+        if let Some((outcome, message)) = result.edit {
+            reply["_meta"]["tandem"]["edit"] =
+                json!({"outcome": outcome.as_str(), "message": message});
+        }
+        Ok(reply)
+    }
+
+    /// After a session/new, load or resume result: the slash commands.
+    pub(super) fn after_reply(&self, method: &str, params: &Value, result: &Value) {
+        let session_id = match method {
+            "session/new" => result["sessionId"].as_str(),
+            "session/load" | "session/resume" => params["sessionId"].as_str(),
+            _ => None,
+        };
+        let Some(session_id) = session_id else {
+            return;
+        };
+        if let Some(cwd) = params["cwd"].as_str() {
+            self.lock_cwds()
+                .insert(session_id.to_string(), PathBuf::from(cwd));
+        }
+        let commands = commands::available_commands(&self.daemon, &self.cwd(session_id));
+        self.sink.send(
+            session_id,
+            json!({"sessionUpdate": "available_commands_update", "availableCommands": commands}),
+        );
     }
 
     /// `session/set_mode`; the `current_mode_update` (and
@@ -225,6 +292,26 @@ impl Agent {
             .session(session_id)
             .map_err(|e| daemon_error(rid, e))?;
         Ok(json!({"configOptions": session_state(session.mode())["configOptions"]}))
+    }
+}
+
+impl Agent {
+    fn lock_cwds(&self) -> std::sync::MutexGuard<'_, HashMap<String, PathBuf>> {
+        self.cwds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The session's `cwd` as the client gave it, else its first workspace
+    /// root on disk, else the daemon's folders.
+    fn cwd(&self, session_id: &str) -> PathBuf {
+        if let Some(cwd) = self.lock_cwds().get(session_id) {
+            return cwd.clone();
+        }
+        self.daemon
+            .list_sessions()
+            .into_iter()
+            .find(|s| s.session_id == session_id)
+            .and_then(|s| s.workspace.first().map(PathBuf::from))
+            .unwrap_or_default()
     }
 }
 
