@@ -72,7 +72,7 @@ pub(super) async fn run(
     instruction: String,
     prompt: &[ContentBlock],
 ) -> Result<TaskResult, TaskError> {
-    let (path, text, lines) = context(prompt).ok_or_else(|| {
+    let Carried { path, text, lines } = context(prompt).ok_or_else(|| {
         TaskError::BadRequest(format!(
             "`/{name}` works on a file: attach one to the prompt (a resource or a resource link)"
         ))
@@ -119,9 +119,16 @@ fn line_range(first: u32, last: u32) -> Range {
     }
 }
 
-/// The file the prompt carries: its path, its text when embedded, and the
-/// lines its URI's fragment names.
-fn context(prompt: &[ContentBlock]) -> Option<(PathBuf, Option<String>, Option<(u32, u32)>)> {
+/// The file a prompt carries.
+struct Carried {
+    path: PathBuf,
+    /// Its text, when embedded whole.
+    text: Option<String>,
+    /// The 1-based lines its URI's fragment names.
+    lines: Option<(u32, u32)>,
+}
+
+fn context(prompt: &[ContentBlock]) -> Option<Carried> {
     prompt.iter().find_map(|block| {
         let (uri, text) = match block {
             ContentBlock::Resource { resource } => (resource.uri.as_str(), resource.text.clone()),
@@ -136,7 +143,7 @@ fn context(prompt: &[ContentBlock]) -> Option<(PathBuf, Option<String>, Option<(
         let lines = fragment.and_then(fragment_lines);
         // An embedded resource narrowed to lines holds just those lines.
         let text = if lines.is_some() { None } else { text };
-        Some((path, text, lines))
+        Some(Carried { path, text, lines })
     })
 }
 
