@@ -150,7 +150,10 @@ async fn an_acp_client_runs_a_turn_with_a_permission_prompt() {
         .expect("a permission request");
     assert_eq!(permission["params"]["sessionId"], session.as_str());
     assert_eq!(permission["params"]["toolCall"]["toolCallId"], "c1");
-    let kinds = update_kinds(&before);
+    let mut kinds = update_kinds(&before);
+    // The slash commands follow session/new's response.
+    assert_eq!(kinds[0], "available_commands_update", "{kinds:?}");
+    kinds.remove(0);
     assert_eq!(kinds[0], "user_message_chunk", "{kinds:?}");
     assert!(
         kinds.contains(&"tool_call".to_string()) && kinds.contains(&"tool_call_update".to_string())
