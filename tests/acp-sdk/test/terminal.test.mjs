@@ -10,6 +10,14 @@ import { test } from "node:test";
 import { ModelServer, text, toolCalls, transcript } from "../lib/model_server.mjs";
 import { checkUpdates, connect, tempDir, until } from "../lib/harness.mjs";
 
+function killGroup(term) {
+  try {
+    process.kill(-term.child.pid, "SIGKILL");
+  } catch {
+    // Already gone.
+  }
+}
+
 /** A client terminal: real processes, their output kept to the limit. */
 function terminals() {
   const calls = [];
@@ -19,7 +27,8 @@ function terminals() {
     "terminal/create": ({ params }) => {
       calls.push(["create", params]);
       const id = `term-${next++}`;
-      const child = spawn(params.command, params.args ?? [], { cwd: params.cwd ?? undefined });
+      // Its own process group, so a kill reaches the shell's children too.
+      const child = spawn(params.command, params.args ?? [], { cwd: params.cwd ?? undefined, detached: true });
       const term = { child, output: "", truncated: false, exit: null, exited: null };
       term.exited = new Promise((resolve) =>
         child.on("exit", (code, signal) => {
@@ -51,13 +60,13 @@ function terminals() {
     },
     "terminal/kill": ({ params }) => {
       calls.push(["kill", params]);
-      live.get(params.terminalId).child.kill("SIGKILL");
+      killGroup(live.get(params.terminalId));
       return {};
     },
     "terminal/release": ({ params }) => {
       calls.push(["release", params]);
       const term = live.get(params.terminalId);
-      if (term.exit === null) term.child.kill("SIGKILL");
+      if (term.exit === null) killGroup(term);
       live.delete(params.terminalId);
       return {};
     },
