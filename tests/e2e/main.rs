@@ -18,5 +18,6 @@ mod nvim;
 mod provider_anthropic;
 mod provider_openai;
 mod real_model;
+mod replay;
 mod sessions;
 mod tasks;

@@ -27,7 +27,7 @@ impl Turn<'_> {
             });
             // Compaction first: it summarizes; trimming (a repair) only
             // drops, as the last resort when even that did not fit.
-            self.compact_if_needed().await;
+            self.compact_if_needed(step).await;
             self.repair_history();
             self.tool_specs = self
                 .env
