@@ -249,6 +249,10 @@ impl Agent {
             return;
         };
         if let Some(cwd) = params["cwd"].as_str() {
+            // Every ACP session names its folder, so the daemon's folders
+            // only serve the task catalog: with the session's `cwd` among
+            // them, its `.tandem/config.toml` tasks are offered too.
+            self.daemon.workspace().add_root(PathBuf::from(cwd));
             self.lock_cwds()
                 .insert(session_id.to_string(), PathBuf::from(cwd));
         }

@@ -1,6 +1,6 @@
 // The keybinding tasks as slash commands.
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { test } from "node:test";
@@ -49,6 +49,43 @@ test("tasks are offered as commands, and /explain runs on the lines the prompt c
 
     await assert.rejects(c.prompt(sessionId, "/explain"), (e) => e.code === -32602 && /attach/.test(e.message));
     checkUpdates(null, c.received);
+  } finally {
+    await c.close();
+    await server.close();
+  }
+});
+
+test("a task of the project's .tandem/config.toml is a command too", async () => {
+  const root = tempDir();
+  mkdirSync(path.join(root, ".tandem"));
+  writeFileSync(
+    path.join(root, ".tandem/config.toml"),
+    '[tasks.summarize]\ntitle = "Summarize"\nkind = "refactor.rewrite"\nedit = "none"\nwhen = "selection"\nprompt = "Summarize {file} in one line:\\n{selection}"\n',
+  );
+  const file = path.join(root, "notes.md");
+  writeFileSync(file, "# Notes\nShip on Friday.\n");
+  const server = await ModelServer.start();
+  const c = await connect(server);
+  try {
+    const { sessionId } = await c.newSession(root);
+    await until(() => c.updatesOf(sessionId, "available_commands_update").length === 1, "the commands");
+    const [{ availableCommands }] = c.updatesOf(sessionId, "available_commands_update");
+    const summarize = availableCommands.find((cmd) => cmd.name === "summarize");
+    assert.ok(summarize, availableCommands.map((cmd) => cmd.name).join(","));
+    assert.equal(summarize.description, "Summarize");
+
+    server.push(text("Ship Friday."));
+    const result = await c.agent.request("session/prompt", {
+      sessionId,
+      prompt: [
+        { type: "text", text: "/summarize" },
+        { type: "resource", resource: { uri: pathToFileURL(file).href, text: "# Notes\nShip on Friday.\n", mimeType: "text/markdown" } },
+      ],
+    });
+    assert.equal(result.stopReason, "end_turn");
+    const [request] = await server.waitForRequests(1);
+    assert.match(transcript(request), /Summarize notes.md in one line:/);
+    assert.match(transcript(request), /Ship on Friday/);
   } finally {
     await c.close();
     await server.close();
