@@ -119,7 +119,7 @@ export async function connect(server, { home, handlers = {}, capabilities = {} }
 }
 
 /** Every session/update on the raw wire, checked against the SDK's schema. */
-export function checkUpdates(t, received) {
+export function checkUpdates(received) {
   for (const message of received.filter((m) => m.method === "session/update")) {
     schema.zSessionNotification.parse(message.params);
   }

@@ -33,7 +33,7 @@ test("initialize advertises sessions, and session/new reports the modes and conf
     const chunks = c.updatesOf(session.sessionId, "agent_message_chunk").map((u) => u.content.text);
     assert.equal(chunks.join(""), "Hello");
     assert.equal(c.updatesOf(session.sessionId, "user_message_chunk")[0].content.text, "hi");
-    checkUpdates(null, c.received);
+    checkUpdates(c.received);
     const requests = await server.waitForRequests(1);
     assert.match(JSON.stringify(requests[0].body.messages), /hi/);
   } finally {

@@ -68,7 +68,7 @@ test("read_file sees the client's unsaved buffer and an accepted patch lands in 
     assert.match(transcript(requests[2]), /The patch was applied/);
     const diffs = c.updatesOf(sessionId, "tool_call_update").flatMap((u) => u.content ?? []);
     assert.ok(diffs.some((d) => d.type === "diff" && d.path === file && d.oldText === "unsaved line\n"));
-    checkUpdates(null, c.received);
+    checkUpdates(c.received);
   } finally {
     await c.close();
     await server.close();

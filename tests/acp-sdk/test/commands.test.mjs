@@ -48,7 +48,7 @@ test("tasks are offered as commands, and /explain runs on the lines the prompt c
     assert.match(transcript(requests[1]), /\/nope what/);
 
     await assert.rejects(c.prompt(sessionId, "/explain"), (e) => e.code === -32602 && /attach/.test(e.message));
-    checkUpdates(null, c.received);
+    checkUpdates(c.received);
   } finally {
     await c.close();
     await server.close();

@@ -51,7 +51,7 @@ test("an answered question reaches the model, asked as a form with the options a
       assert.deepEqual(form.requestedSchema.properties.db.enum, ["sqlite", "postgres"]);
       assert.equal(form.requestedSchema.properties.db.title, "Which database?");
       assert.match(transcript(requests[1]), /The user answered: \{\\"db\\":\\"postgres\\"\}/);
-      checkUpdates(null, c.received);
+      checkUpdates(c.received);
     },
   );
 });

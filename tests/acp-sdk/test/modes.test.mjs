@@ -59,7 +59,7 @@ test("switching to auto makes commands run without asking; read-only stops offer
       c.agent.request("session/set_config_option", { sessionId, configId: "model", value: "x" }),
       (e) => e.code === -32602,
     );
-    checkUpdates(null, c.received);
+    checkUpdates(c.received);
   } finally {
     await c.close();
     await server.close();
@@ -130,7 +130,7 @@ test("update_plan is an ACP plan update", async () => {
       plan.entries.map((e) => [e.content, e.status]),
       [["Read the code", "completed"], ["Fix it", "in_progress"]],
     );
-    checkUpdates(null, c.received);
+    checkUpdates(c.received);
   } finally {
     await c.close();
     await server.close();

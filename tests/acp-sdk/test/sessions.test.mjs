@@ -75,7 +75,7 @@ test("an earlier run's sessions are listed by cwd in pages, resumed without repl
     const resultAt = third.received.indexOf(raw);
     const lastReplayAt = third.received.findLastIndex((m) => m.method === "session/update");
     assert.ok(lastReplayAt < resultAt);
-    checkUpdates(null, third.received);
+    checkUpdates(third.received);
   } finally {
     await third.close();
     await server.close();

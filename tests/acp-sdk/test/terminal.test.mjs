@@ -100,7 +100,7 @@ test("a command runs in the client's terminal, shown in the tool call, its outpu
     const requests = await server.waitForRequests(2);
     assert.match(transcript(requests[1]), /exit code 3\\nfrom-the-terminal/);
     assert.equal(term.live.size, 0, "released");
-    checkUpdates(null, c.received);
+    checkUpdates(c.received);
   } finally {
     await c.close();
     await server.close();
