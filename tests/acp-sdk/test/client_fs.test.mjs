@@ -134,3 +134,33 @@ test("in review mode the patch is confirmed with session/request_permission, the
     await server.close();
   }
 });
+
+test("a failing fs/write_text_file is a tool error that says nothing changed", async () => {
+  const root = tempDir();
+  const file = path.join(root, "notes.txt");
+  writeFileSync(file, "saved line\n");
+  const client = editor(file, "unsaved line\n");
+  const server = await ModelServer.start();
+  const c = await connect(server, {
+    handlers: {
+      ...client.handlers,
+      "fs/write_text_file": () => {
+        throw new Error("read-only buffer");
+      },
+    },
+    capabilities: { fs: { readTextFile: true, writeTextFile: true } },
+  });
+  try {
+    const { sessionId } = await c.newSession(root);
+    await c.agent.request("session/set_mode", { sessionId, modeId: "auto" });
+    server.push(toolCalls([["c1", "apply_patch", { input: PATCH }]]), text("It failed."));
+    assert.equal((await c.prompt(sessionId, "fix")).stopReason, "end_turn");
+    const requests = await server.waitForRequests(2);
+    assert.match(transcript(requests[1]), /the editor could not write `notes.txt`/);
+    assert.match(transcript(requests[1]), /The patch was not applied; nothing was changed/);
+    assert.equal(readFileSync(file, "utf8"), "saved line\n");
+  } finally {
+    await c.close();
+    await server.close();
+  }
+});
