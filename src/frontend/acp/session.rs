@@ -250,8 +250,10 @@ impl Agent {
         };
         if let Some(cwd) = params["cwd"].as_str() {
             // Every ACP session names its folder, so the daemon's folders
-            // only serve the task catalog: with the session's `cwd` among
-            // them, its `.tandem/config.toml` tasks are offered too.
+            // serve the task catalog (with the session's `cwd` among them,
+            // its `.tandem/config.toml` tasks are offered) and, besides,
+            // only the load of a session logged without a folder (made by
+            // an LSP client without one), which then works in these.
             self.daemon.workspace().add_root(PathBuf::from(cwd));
             self.lock_cwds()
                 .insert(session_id.to_string(), PathBuf::from(cwd));
