@@ -139,7 +139,7 @@ export const requestUserInput = new RequestType<RequestUserInputParams, RequestU
 
 /** `tandem-patch-<toolCallId>`: the change annotation of one agent patch. */
 export const PATCH_ANNOTATION_PREFIX = 'tandem-patch-';
-/** `tandem-task-<turnId>`: the change annotation of a task's inline edit of a selection. */
+/** `tandem-task-<sessionId>-<turnId>`: the change annotation of a task's inline edit of a selection. */
 export const TASK_ANNOTATION_PREFIX = 'tandem-task-';
 
 /** The client capabilities tandem reads beyond the language client's own. */

@@ -27,7 +27,7 @@ export function toolCallIdOf(params: ApplyWorkspaceEditParams): string | undefin
 
 /**
  * Which proposal this is: an agent patch (keyed by its tool call) or a
- * task's inline edit (`tandem-task-<turnId>`, keyed by the annotation id),
+ * task's inline edit (`tandem-task-<sessionId>-<turnId>`, keyed by the annotation id),
  * or undefined for an edit tandem did not annotate.
  */
 export function proposalOf(params: ApplyWorkspaceEditParams): { id: string; kind: 'patch' | 'task' } | undefined {

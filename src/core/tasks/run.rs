@@ -180,7 +180,9 @@ impl RunningTask {
                 mode: self.session.mode(),
                 task_id: &self.task.id,
                 task_title: &self.task.title,
-                annotation_id: format!("tandem-task-{turn_id}"),
+                // Turn ids restart in every session, so the session's id keeps two
+                // task sessions' proposals apart.
+                annotation_id: format!("tandem-task-{}-{turn_id}", self.session.id),
                 cancel: &cancel,
             };
             propose(&cx, &plan.selection, &replacement).await

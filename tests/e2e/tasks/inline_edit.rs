@@ -85,6 +85,7 @@ async fn an_accepted_edit_replaces_exactly_the_range_and_the_model_hears_of_it()
     assert_eq!(result["edit"]["outcome"], "accepted", "{result}");
     let edit = edit.expect("a workspace/applyEdit");
     assert_eq!(edit["label"], "tandem: Edit selection…");
+    let annotation = format!("tandem-task-{}-t1", result["sessionId"].as_str().unwrap());
     assert_eq!(
         edit["edit"],
         json!({
@@ -93,10 +94,10 @@ async fn an_accepted_edit_replaces_exactly_the_range_and_the_model_hears_of_it()
                 "edits": [{
                     "range": range((1, 0), (2, 0)),
                     "newText": "    let x = 42;\n",
-                    "annotationId": "tandem-task-t1",
+                    "annotationId": annotation,
                 }],
             }],
-            "changeAnnotations": {"tandem-task-t1": {
+            "changeAnnotations": {annotation.clone(): {
                 "label": "tandem: Edit selection…",
                 "needsConfirmation": true,
                 "description": "Proposed by the tandem agent (task `edit`)",
