@@ -16,4 +16,5 @@ mod nvim;
 mod provider_anthropic;
 mod provider_openai;
 mod real_model;
+mod serve;
 mod sessions;

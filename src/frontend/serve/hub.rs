@@ -26,7 +26,7 @@ use crate::vocab::bridge::{ClientAbilities, ClientBridge};
 
 /// What a subscriber's pump sends, in order.
 pub enum Item {
-    Event(LoggedEvent),
+    Event(Arc<LoggedEvent>),
     /// A request to the editor, or the `$/cancelRequest` withdrawing one.
     Message(Arc<Value>),
 }
@@ -329,8 +329,12 @@ impl EventSink for Hub {
         let mut state = self.state();
         let last = state.last_seq.entry(session_id.to_string()).or_default();
         *last = (*last).max(event.seq);
-        for sub in state.subs.get(session_id).into_iter().flatten() {
-            let _ = sub.tx.send(Item::Event(event.clone()));
+        if let Some(subs) = state.subs.get(session_id).filter(|s| !s.is_empty()) {
+            // One copy, shared by every subscriber.
+            let event = Arc::new(event.clone());
+            for sub in subs {
+                let _ = sub.tx.send(Item::Event(event.clone()));
+            }
         }
     }
 

@@ -131,8 +131,10 @@ async fn initialize(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> 
         roots.extend(params.root_uri.as_ref().and_then(uri_path));
     }
     let options = params.initialization_options.unwrap_or(Value::Null);
-    crate::config::ConfigBuilder::check("initializationOptions", &options)
-        .map_err(|e| invalid_params(format!("initializationOptions: {e}")))?;
+    if !options.is_null() {
+        crate::config::ConfigBuilder::check("initializationOptions", &options)
+            .map_err(|e| invalid_params(format!("initializationOptions: {e}")))?;
+    }
     let conn = conn(&ext);
     ctx.hub
         .clients
