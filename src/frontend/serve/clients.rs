@@ -185,6 +185,7 @@ impl Clients {
         if *mirror == Some(conn) {
             return;
         }
+        tracing::debug!(conn, "tools now read this client's documents");
         for path in self.daemon_buffers.open_paths() {
             self.daemon_buffers.close(&path);
         }

@@ -252,3 +252,83 @@ async fn a_permission_request_goes_to_every_attached_client_and_the_first_answer
     let results = requests[1].tool_messages();
     assert!(results[0].1.contains("hi"), "{results:?}");
 }
+
+#[tokio::test]
+async fn tools_read_the_buffers_of_the_client_that_prompted_and_the_disk_once_it_is_gone() {
+    let model = ModelServer::start().await;
+    let read = |id: &str| {
+        crate::support::model_server::openai::tool_calls(&[(
+            id,
+            "read_file",
+            r#"{"path":"notes.txt"}"#,
+        )])
+    };
+    model.push(read("call_a"));
+    model.push(crate::support::model_server::openai::text(["a"]));
+    model.push(read("call_b"));
+    model.push(crate::support::model_server::openai::text(["b"]));
+    // The third turn's read comes after B, who prompted it, has gone.
+    let Reply::Sse(mut steps) = read("call_c") else {
+        unreachable!()
+    };
+    steps.insert(0, SseStep::Delay(Duration::from_millis(300)));
+    model.push(Reply::Sse(steps));
+    model.push(crate::support::model_server::openai::text(["c"]));
+    let serve = Serve::start().await;
+    let workspace = tempfile::tempdir().unwrap();
+    let file = workspace.path().join("notes.txt");
+    std::fs::write(&file, "on disk\n").unwrap();
+    let uri = crate::support::client::file_uri(&file);
+    let mut a = serve.client().await;
+    let mut b = serve.client().await;
+    for (client, text) in [(&mut a, "unsaved in A\n"), (&mut b, "unsaved in B\n")] {
+        client.initialize(workspace.path(), json!({})).await;
+        let opened = client
+            .request(
+                "textDocument/didOpen",
+                json!({"textDocument": {"uri": uri, "languageId": "text", "version": 1, "text": text}}),
+            )
+            .await;
+        assert!(opened.get("result").is_some(), "{opened}");
+    }
+    let session = a.new_session(model.session_config()).await;
+    let prompt =
+        |who: &str| json!({"sessionId": session, "prompt": [{"type": "text", "text": who}]});
+
+    let answer = a.request("tandem/prompt", prompt("from A")).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let answer = b.request("tandem/prompt", prompt("from B")).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    a.attach(&session).await;
+    b.start_request("tandem/prompt", prompt("from B, then gone"))
+        .await;
+    model.wait_for_requests(5).await;
+    b.close().await;
+    let end = a
+        .wait_for(|m| {
+            m["params"]["turnId"] == "t3" && m["params"]["update"]["sessionUpdate"] == "turn_end"
+        })
+        .await;
+    assert_eq!(end["params"]["update"]["stopReason"], "end_turn", "{end}");
+    let ends = a
+        .updates_of(&session)
+        .iter()
+        .filter(|u| u["update"]["sessionUpdate"] == "turn_end")
+        .count();
+    assert_eq!(ends, 3);
+
+    let requests = model.wait_for_requests(6).await;
+    // The newest tool result of each turn's second request.
+    let read_result = |i: usize| requests[i].tool_messages().last().unwrap().1.clone();
+    assert!(
+        read_result(1).contains("unsaved in A"),
+        "{}",
+        read_result(1)
+    );
+    assert!(
+        read_result(3).contains("unsaved in B"),
+        "{}",
+        read_result(3)
+    );
+    assert!(read_result(5).contains("on disk"), "{}", read_result(5));
+}

@@ -100,3 +100,56 @@ async fn a_window_reload_keeps_the_turn_and_the_new_window_gets_it_back() {
     assert_eq!(chunks.len(), 20);
     assert_eq!(model.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn an_unanswered_permission_request_is_asked_again_in_the_reloaded_window() {
+    let model = ModelServer::start().await;
+    model.push(crate::support::model_server::openai::tool_calls(&[(
+        "call_1",
+        "exec_command",
+        r#"{"cmd":"echo reloaded"}"#,
+    )]));
+    model.push(crate::support::model_server::openai::text(["ran it"]));
+    let home = std::sync::Arc::new(tempfile::tempdir().unwrap());
+    let _stop = StopOnDrop(home.path().to_path_buf());
+    let workspace = tempfile::tempdir().unwrap();
+    let caps = json!({"capabilities": {"experimental": {"tandem": {"requestPermission": true}}}});
+
+    let mut first = Editor::spawn_with(attach_options(&home)).await;
+    first.hold_requests("tandem/requestPermission");
+    first.initialize_with(workspace.path(), caps.clone()).await;
+    let session = first.new_session(model.session_config()).await;
+    first.start_prompt(&session, "run echo").await;
+    let asked = loop {
+        let message = first.next_message().await;
+        if message["method"] == "tandem/requestPermission" {
+            break message;
+        }
+    };
+    first.kill_9().await;
+
+    let mut second = Editor::spawn_with(attach_options(&home)).await;
+    second.on_request(|method, _| {
+        (method == "tandem/requestPermission")
+            .then(|| json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}))
+    });
+    second.initialize_with(workspace.path(), caps).await;
+    let loaded = second
+        .request("tandem/loadSession", json!({"sessionId": session}))
+        .await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let end = second
+        .wait_update(&session, |u| u["sessionUpdate"] == "turn_end")
+        .await;
+    assert_eq!(end["update"]["stopReason"], "end_turn", "{end}");
+    let again = second
+        .received
+        .iter()
+        .find(|m| m["method"] == "tandem/requestPermission")
+        .expect("the request was sent again");
+    assert_eq!(again["id"], asked["id"]);
+    assert_eq!(again["params"]["toolCall"]["toolCallId"], "call_1");
+    let requests = model.wait_for_requests(2).await;
+    let results = requests[1].tool_messages();
+    assert!(results[0].1.contains("reloaded"), "{results:?}");
+}
