@@ -43,7 +43,11 @@ enum Command {
         listen: Option<String>,
     },
     /// Serve the Agent Client Protocol (newline-delimited JSON-RPC) on stdio.
-    Acp,
+    Acp {
+        /// Relay to the user's `tandem serve` (starting it if none runs).
+        #[arg(long)]
+        attach: bool,
+    },
     /// Run one task headless: the answer streams to stdout, tool activity
     /// to stderr; the exit status follows the stop reason (0 done, 1 error,
     /// 2 other stops, 130 cancelled).
@@ -269,7 +273,10 @@ fn main() -> ExitCode {
                 status,
                 listen,
             }) => serve(stop, status, listen).await,
-            Some(Command::Acp) => serve_acp(tokio::io::stdin()).await,
+            Some(Command::Acp { attach: false }) => serve_acp(tokio::io::stdin()).await,
+            Some(Command::Acp { attach: true }) => ExitCode::from(
+                tandem::frontend::serve::acp_shim::run(tokio::io::stdin(), tandem_home()).await,
+            ),
             Some(Command::Exec {
                 task,
                 file,

@@ -33,7 +33,7 @@ use crate::frontend::lsp::framing::{encode, Frame, FrameReader};
 use crate::frontend::lsp::{stdout_writer, OutboundQueue};
 
 /// What an id of ours is waiting for.
-enum Ours {
+pub(super) enum Ours {
     /// A relayed notification: release the editor's next message.
     Ack(oneshot::Sender<()>),
     /// Drop the answer.
@@ -41,21 +41,27 @@ enum Ours {
     /// The answer is a subscription id for an attach; `load` is the
     /// editor's `tandem/loadSession` request id, if it asked.
     Attach { load: Option<Value> },
+    /// The editor's `tandem/newSession` (`session/new`) request `id`:
+    /// attach to the new session, then pass the answer on.
+    NewSession { id: Value },
+    /// Answer the editor's request `id` with the serve's answer, rewritten.
+    Reply {
+        id: Value,
+        rewrite: fn(Value) -> Value,
+    },
 }
 
 #[derive(Default)]
-struct Relay {
-    ours: HashMap<String, Ours>,
+pub(super) struct Relay {
+    pub ours: HashMap<String, Ours>,
     /// Subscription id → the editor's `tandem/loadSession` id to answer
     /// when the replay ends.
-    loads: HashMap<String, Value>,
-    /// Editor request ids of `tandem/newSession`: attach on their answer.
-    new_sessions: Vec<Value>,
+    pub loads: HashMap<String, Value>,
     next: u64,
 }
 
 impl Relay {
-    fn id(&mut self, what: Ours) -> String {
+    pub fn id(&mut self, what: Ours) -> String {
         self.next += 1;
         let id = format!("shim-{}", self.next);
         self.ours.insert(id.clone(), what);
@@ -68,40 +74,85 @@ pub async fn run<R>(stdin: R, home: PathBuf) -> u8
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
-    let max = super::serve_config(&home)
-        .map(|c| c.max_message_bytes)
-        .unwrap_or(64 << 20);
-    let (mut ws_tx, ws_rx) = match connect_or_start(&home, max).await {
-        Ok(pair) => pair,
-        Err(e) => {
-            eprintln!("tandem lsp --attach: {e}");
-            tracing::error!("{e}");
-            return 1;
-        }
+    let Some(link) = Link::open(&home, "tandem lsp --attach").await else {
+        return 1;
     };
     let out = stdout_writer(encode);
     let relay = Arc::new(Mutex::new(Relay::default()));
-    // One writer for the socket, so the order of what we send is the order
-    // it was queued in.
-    let (to_ws, mut ws_queue) = mpsc::unbounded_channel::<String>();
-    let writer = tokio::spawn(async move {
-        while let Some(text) = ws_queue.recv().await {
-            if ws_tx.send(text).await.is_err() {
-                break;
-            }
-        }
-        let _ = ws_tx.close().await;
-    });
-    let reader = tokio::spawn(from_serve(ws_rx, out.clone(), to_ws.clone(), relay.clone()));
-
-    let code = from_editor(stdin, out.clone(), to_ws.clone(), relay.clone(), reader).await;
-    drop(to_ws);
-    let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+    let reader = tokio::spawn(from_serve(
+        link.rx,
+        out.clone(),
+        link.to_ws.clone(),
+        relay.clone(),
+    ));
+    let code = from_editor(
+        stdin,
+        out.clone(),
+        link.to_ws.clone(),
+        relay.clone(),
+        reader,
+    )
+    .await;
+    drop(link.to_ws);
+    let _ = tokio::time::timeout(Duration::from_secs(2), link.writer).await;
     out.close().await;
     code
 }
 
-fn lock(relay: &Mutex<Relay>) -> std::sync::MutexGuard<'_, Relay> {
+/// A connection to the serve: a queue in front of its one writer task (so
+/// what we send goes out in the order it was queued) and its receiver.
+pub(super) struct Link {
+    pub to_ws: mpsc::UnboundedSender<String>,
+    pub rx: WsReceiver,
+    pub writer: tokio::task::JoinHandle<()>,
+}
+
+impl Link {
+    /// Connects (starting a serve if none runs); says why not on stderr.
+    pub async fn open(home: &std::path::Path, who: &str) -> Option<Link> {
+        let max = super::serve_config(home)
+            .map(|c| c.max_message_bytes)
+            .unwrap_or(64 << 20);
+        let (mut ws_tx, rx) = match connect_or_start(home, max).await {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::error!("{who}: {e}");
+                return None;
+            }
+        };
+        let (to_ws, mut queue) = mpsc::unbounded_channel::<String>();
+        let writer = tokio::spawn(async move {
+            while let Some(text) = queue.recv().await {
+                if ws_tx.send(text).await.is_err() {
+                    break;
+                }
+            }
+            let _ = ws_tx.close().await;
+        });
+        Some(Link { to_ws, rx, writer })
+    }
+}
+
+/// The next text message from the serve; `None` once the connection ends.
+pub(super) async fn receive(rx: &mut WsReceiver) -> Option<Value> {
+    loop {
+        let text = match rx.receive().await {
+            Ok(ReceivedMessage::Text(text)) => text,
+            Ok(ReceivedMessage::Bytes(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            Ok(ReceivedMessage::Pong) => continue,
+            Err(e) => {
+                tracing::warn!("connection to the serve ended: {e}");
+                return None;
+            }
+        };
+        match serde_json::from_str::<Value>(&text) {
+            Ok(message) => return Some(message),
+            Err(_) => tracing::error!("the serve sent something that is not JSON"),
+        }
+    }
+}
+
+pub(super) fn lock(relay: &Mutex<Relay>) -> std::sync::MutexGuard<'_, Relay> {
     relay.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -151,7 +202,8 @@ where
                 let _ = to_ws.send(message.to_string());
             }
             (Some("tandem/newSession"), Some(id)) => {
-                lock(&relay).new_sessions.push(id);
+                let ours = lock(&relay).id(Ours::NewSession { id });
+                message["id"] = json!(ours);
                 let _ = to_ws.send(message.to_string());
             }
             (Some(_), Some(_)) => {
@@ -198,20 +250,7 @@ async fn from_serve(
     to_ws: mpsc::UnboundedSender<String>,
     relay: Arc<Mutex<Relay>>,
 ) {
-    loop {
-        let text = match rx.receive().await {
-            Ok(ReceivedMessage::Text(text)) => text,
-            Ok(ReceivedMessage::Bytes(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-            Ok(ReceivedMessage::Pong) => continue,
-            Err(e) => {
-                tracing::warn!("connection to the serve ended: {e}");
-                return;
-            }
-        };
-        let Ok(message) = serde_json::from_str::<Value>(&text) else {
-            tracing::error!("the serve sent something that is not JSON");
-            continue;
-        };
+    while let Some(message) = receive(&mut rx).await {
         if message.get("method").and_then(Value::as_str) == Some("tandem/sessionMessage") {
             let params = &message["params"];
             let inner = &params["result"];
@@ -227,15 +266,19 @@ async fn from_serve(
             out.send_json(inner);
             continue;
         }
-        let id = message.get("id");
-        let ours = id
-            .and_then(Value::as_str)
+        let ours = message["id"]
+            .as_str()
             .and_then(|id| lock(&relay).ours.remove(id));
         match ours {
             Some(Ours::Ack(done)) => {
                 let _ = done.send(());
             }
             Some(Ours::Ignore) => {}
+            Some(Ours::Reply { id, rewrite }) => {
+                let mut answer = rewrite(message);
+                answer["id"] = id;
+                out.send_json(&answer);
+            }
             Some(Ours::Attach { load }) => match (message.get("result"), load) {
                 (Some(subscription), Some(load)) => {
                     lock(&relay).loads.insert(subscription.to_string(), load);
@@ -248,24 +291,20 @@ async fn from_serve(
                 }
                 _ => {}
             },
-            None => {
-                let new_session = {
-                    let mut relay = lock(&relay);
-                    let found = relay.new_sessions.iter().position(|i| Some(i) == id);
-                    found.map(|i| relay.new_sessions.remove(i))
-                };
-                if new_session.is_some() {
-                    if let Some(session_id) = message["result"]["sessionId"].as_str() {
-                        // Attached before the editor hears of the session,
-                        // so nothing it asks next can outrun the attach.
-                        let ours = lock(&relay).id(Ours::Attach { load: None });
-                        let attach = json!({"jsonrpc": "2.0", "id": ours,
-                            "method": "tandem/attachSession", "params": {"sessionId": session_id}});
-                        let _ = to_ws.send(attach.to_string());
-                    }
+            Some(Ours::NewSession { id }) => {
+                if let Some(session_id) = message["result"]["sessionId"].as_str() {
+                    // Attached before the editor hears of the session, so
+                    // nothing it asks next can outrun the attach.
+                    let ours = lock(&relay).id(Ours::Attach { load: None });
+                    let attach = json!({"jsonrpc": "2.0", "id": ours,
+                        "method": "tandem/attachSession", "params": {"sessionId": session_id}});
+                    let _ = to_ws.send(attach.to_string());
                 }
-                out.send_json(&message);
+                let mut answer = message;
+                answer["id"] = id;
+                out.send_json(&answer);
             }
+            None => out.send_json(&message),
         }
     }
 }

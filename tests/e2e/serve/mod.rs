@@ -2,6 +2,7 @@
 //! clients that present (or fail to present) its token, and editors that
 //! speak LSP to `tandem lsp --attach`.
 
+mod acp;
 mod attach;
 mod security;
 mod shim;

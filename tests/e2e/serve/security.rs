@@ -268,3 +268,24 @@ async fn the_serve_exits_when_idle_and_not_while_a_client_is_connected() {
     assert!(serve.wait().await.success());
     assert!(!path.join("serve.json").exists());
 }
+
+#[tokio::test]
+async fn messages_over_the_limit_are_refused_and_connections_over_the_limit_get_429() {
+    let serve = Serve::start_with("[serve]\nmax_message_bytes = 4096\nmax_connections = 1\n").await;
+    let mut client = serve.client().await;
+    let big = "x".repeat(8192);
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "tandem/listSessions", "params": {"pad": big}}))
+        .await;
+    let refused = client.wait_for(|m| m.get("error").is_some()).await;
+    assert_eq!(refused["error"]["code"], -32007, "{refused}");
+    // The connection survives it.
+    let listed = client.request("tandem/listSessions", json!({})).await;
+    assert_eq!(listed["result"]["sessions"], json!([]), "{listed}");
+    // One connection is the limit.
+    let bearer = format!("Bearer {}", serve.token());
+    assert_eq!(
+        status_of(handshake(serve.port(), &[("authorization", &bearer)]).await),
+        Some(429)
+    );
+}
