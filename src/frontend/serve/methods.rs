@@ -22,11 +22,12 @@ use tower_lsp::lsp_types::{
 use super::clients::DocOp;
 use super::hub::{Hub, Item};
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
+use crate::core::log::LoggedEvent;
 use crate::frontend::lsp::server::{
     encoding_kind, folder_path, negotiate_encoding, text_change, uri_path,
 };
 use crate::frontend::updates::{
-    daemon_error_parts, prompt_result, session_update, update_params, user_content,
+    daemon_error_parts, prompt_result, session_update, update_notification, user_content,
 };
 use crate::protocol::{
     AttachSessionParams, AttachedParams, CancelParams, ClientTandemCapabilities,
@@ -451,6 +452,17 @@ fn message(value: &impl serde::Serialize) -> Option<Box<serde_json::value::RawVa
     serde_json::value::to_raw_value(value).ok()
 }
 
+/// An event's whole `tandem/update` message, serialized straight from the
+/// wire structs (no JSON tree: this is the path of every streamed chunk).
+fn update_message(
+    session_id: &str,
+    event: &LoggedEvent,
+) -> Option<Box<serde_json::value::RawValue>> {
+    let body = update_notification(session_id, event)?;
+    let text = String::from_utf8(body).ok()?;
+    serde_json::value::RawValue::from_string(text).ok()
+}
+
 /// `tandem/attachSession`: loads the session if this serve has not, then
 /// sends its whole log as `tandem/update`s, a `tandem/attached`, and from
 /// then on its live updates and the daemon's requests to the editor — each
@@ -497,11 +509,8 @@ async fn attach_session(
         let mut replayed = 0;
         let mut last = 0;
         for event in &events {
-            if let Some(params) = update_params(&session_id, event) {
-                let update = json!({"jsonrpc": "2.0", "method": "tandem/update", "params": params});
-                sink.send(message(&update).ok_or("serialize")?)
-                    .await
-                    .map_err(|_| "closed")?;
+            if let Some(update) = update_message(&session_id, event) {
+                sink.send(update).await.map_err(|_| "closed")?;
                 replayed += 1;
             }
             last = event.seq;
@@ -522,12 +531,8 @@ async fn attach_session(
                     if event.seq <= last {
                         continue;
                     }
-                    if let Some(params) = update_params(&session_id, &event) {
-                        let update =
-                            json!({"jsonrpc": "2.0", "method": "tandem/update", "params": params});
-                        sink.send(message(&update).ok_or("serialize")?)
-                            .await
-                            .map_err(|_| "closed")?;
+                    if let Some(update) = update_message(&session_id, &event) {
+                        sink.send(update).await.map_err(|_| "closed")?;
                     }
                     last = event.seq;
                     sub.mark_processed(last);

@@ -134,22 +134,61 @@ impl Link {
 }
 
 /// The next text message from the serve; `None` once the connection ends.
-pub(super) async fn receive(rx: &mut WsReceiver) -> Option<Value> {
+pub(super) async fn receive_text(rx: &mut WsReceiver) -> Option<String> {
     loop {
-        let text = match rx.receive().await {
-            Ok(ReceivedMessage::Text(text)) => text,
-            Ok(ReceivedMessage::Bytes(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        return match rx.receive().await {
+            Ok(ReceivedMessage::Text(text)) => Some(text),
+            Ok(ReceivedMessage::Bytes(bytes)) => Some(String::from_utf8_lossy(&bytes).into_owned()),
             Ok(ReceivedMessage::Pong) => continue,
             Err(e) => {
                 tracing::warn!("connection to the serve ended: {e}");
-                return None;
+                None
             }
         };
+    }
+}
+
+/// The next message from the serve, parsed.
+pub(super) async fn receive(rx: &mut WsReceiver) -> Option<Value> {
+    loop {
+        let text = receive_text(rx).await?;
         match serde_json::from_str::<Value>(&text) {
             Ok(message) => return Some(message),
             Err(_) => tracing::error!("the serve sent something that is not JSON"),
         }
     }
+}
+
+/// The fast path of every streamed chunk: a subscription message that is
+/// not `tandem/attached` is written out as the bytes it came in, without
+/// building a JSON tree or serializing again.
+fn passthrough(text: &str) -> Option<Vec<u8>> {
+    use serde_json::value::RawValue;
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow)]
+        params: Option<&'a RawValue>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Notification<'a> {
+        #[serde(borrow)]
+        result: &'a RawValue,
+    }
+    #[derive(serde::Deserialize)]
+    struct Method<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    let envelope: Envelope<'_> = serde_json::from_str(text).ok()?;
+    if envelope.method.as_deref() != Some("tandem/sessionMessage") {
+        return None;
+    }
+    let inner: Notification<'_> = serde_json::from_str(envelope.params?.get()).ok()?;
+    let method: Method<'_> = serde_json::from_str(inner.result.get()).ok()?;
+    (method.method.as_deref() != Some("tandem/attached"))
+        .then(|| inner.result.get().as_bytes().to_vec())
 }
 
 pub(super) fn lock(relay: &Mutex<Relay>) -> std::sync::MutexGuard<'_, Relay> {
@@ -250,7 +289,15 @@ async fn from_serve(
     to_ws: mpsc::UnboundedSender<String>,
     relay: Arc<Mutex<Relay>>,
 ) {
-    while let Some(message) = receive(&mut rx).await {
+    while let Some(text) = receive_text(&mut rx).await {
+        if let Some(body) = passthrough(&text) {
+            out.send_body(body);
+            continue;
+        }
+        let Ok(message) = serde_json::from_str::<Value>(&text) else {
+            tracing::error!("the serve sent something that is not JSON");
+            continue;
+        };
         if message.get("method").and_then(Value::as_str) == Some("tandem/sessionMessage") {
             let params = &message["params"];
             let inner = &params["result"];
