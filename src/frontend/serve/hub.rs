@@ -18,10 +18,14 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 
+use jsonrpsee::core::server::{SubscriptionSink, TrySendError};
+use serde_json::value::RawValue;
+
 use super::clients::Clients;
 use crate::core::log::{EventSink, LoggedEvent};
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::{Outbound, OutboundQueue};
+use crate::frontend::updates::update_notification;
 use crate::vocab::bridge::{ClientAbilities, ClientBridge};
 
 /// What a subscriber's pump sends, in order.
@@ -31,17 +35,92 @@ pub enum Item {
     Message(Arc<Value>),
 }
 
+/// The whole JSON-RPC message a subscriber sends for `item` (`None` for
+/// events editors do not see). Updates are serialized straight from the
+/// wire structs, with no JSON tree: this is the path of every chunk.
+pub fn item_message(session_id: &str, item: &Item) -> Option<Box<RawValue>> {
+    match item {
+        Item::Event(event) => update_message(session_id, event),
+        Item::Message(message) => serde_json::value::to_raw_value(&**message).ok(),
+    }
+}
+
+/// An event's whole `tandem/update` message, if editors see the event.
+pub fn update_message(session_id: &str, event: &LoggedEvent) -> Option<Box<RawValue>> {
+    let body = update_notification(session_id, event)?;
+    RawValue::from_string(String::from_utf8(body).ok()?).ok()
+}
+
 /// One `tandem/attachSession` subscription.
 pub struct Subscriber {
     pub id: u64,
     pub conn: usize,
+    session_id: String,
     tx: mpsc::UnboundedSender<Item>,
+    /// Once its replay is out and its queue is empty, live messages go
+    /// straight into the connection's sink from the appending task (no
+    /// hop through the subscription's task); `None` while they queue.
+    direct: Mutex<Option<SubscriptionSink>>,
+    /// The last sequence number the replay sent: live events up to it are
+    /// already out.
+    replayed_up_to: AtomicU64,
     /// The sequence number of the last event this subscriber has sent on
     /// (or skipped): what a `tandem/prompt` answer waits for.
     processed: watch::Sender<u64>,
 }
 
 impl Subscriber {
+    /// Sends `item` on: straight into the sink in direct mode, else (or
+    /// when the sink is full) through the queue.
+    fn deliver(&self, item: Item) {
+        let mut direct = self.direct.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sink) = direct.as_mut() {
+            let seq = match &item {
+                Item::Event(event) => Some(event.seq),
+                Item::Message(_) => None,
+            };
+            if seq.is_some_and(|seq| seq <= self.replayed_up_to.load(Ordering::SeqCst)) {
+                return;
+            }
+            let Some(message) = item_message(&self.session_id, &item) else {
+                if let Some(seq) = seq {
+                    self.mark_processed(seq);
+                }
+                return;
+            };
+            match sink.try_send(message) {
+                Ok(()) => {
+                    if let Some(seq) = seq {
+                        self.mark_processed(seq);
+                    }
+                    return;
+                }
+                Err(TrySendError::Closed(_)) => return,
+                // The connection is slow: queue from now on, in order.
+                Err(TrySendError::Full(_)) => *direct = None,
+            }
+        }
+        let _ = self.tx.send(item);
+    }
+
+    /// Called by the subscription's task once the replay is out: switches
+    /// to direct mode if nothing is queued. Returns whether it did.
+    pub fn go_direct(
+        &self,
+        sink: &SubscriptionSink,
+        queue: &mpsc::UnboundedReceiver<Item>,
+        replayed_up_to: u64,
+    ) -> bool {
+        self.replayed_up_to.store(replayed_up_to, Ordering::SeqCst);
+        let mut direct = self.direct.lock().unwrap_or_else(|e| e.into_inner());
+        if queue.is_empty() {
+            *direct = Some(sink.clone());
+            true
+        } else {
+            false
+        }
+    }
+
     pub fn mark_processed(&self, seq: u64) {
         self.processed.send_if_modified(|v| {
             let newer = seq > *v;
@@ -133,7 +212,7 @@ impl Hub {
                 bridge.pending.remove(id);
             }
             for sub in state.subs.get(session_id).into_iter().flatten() {
-                let _ = sub.tx.send(Item::Message(message.clone()));
+                sub.deliver(Item::Message(message.clone()));
             }
             return;
         }
@@ -146,7 +225,7 @@ impl Hub {
         let owner = state.owners.get(session_id).copied();
         for sub in state.subs.get(session_id).into_iter().flatten() {
             if self.answers(sub.conn, &message, owner) {
-                let _ = sub.tx.send(Item::Message(message.clone()));
+                sub.deliver(Item::Message(message.clone()));
             }
         }
     }
@@ -213,7 +292,10 @@ impl Hub {
         let sub = Arc::new(Subscriber {
             id: self.next_sub.fetch_add(1, Ordering::Relaxed),
             conn,
+            session_id: session_id.to_string(),
             tx,
+            direct: Mutex::new(None),
+            replayed_up_to: AtomicU64::new(0),
             processed: watch::channel(0).0,
         });
         {
@@ -265,7 +347,7 @@ impl Hub {
             Arc::new(json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}));
         for sub in state.subs.get(&session_id).into_iter().flatten() {
             if sub.conn != conn {
-                let _ = sub.tx.send(Item::Message(cancel.clone()));
+                sub.deliver(Item::Message(cancel.clone()));
             }
         }
         drop(state);
@@ -333,7 +415,7 @@ impl EventSink for Hub {
             // One copy, shared by every subscriber.
             let event = Arc::new(event.clone());
             for sub in subs {
-                let _ = sub.tx.send(Item::Event(event.clone()));
+                sub.deliver(Item::Event(event.clone()));
             }
         }
     }

@@ -20,15 +20,12 @@ use tower_lsp::lsp_types::{
 };
 
 use super::clients::DocOp;
-use super::hub::{Hub, Item};
+use super::hub::{item_message, update_message, Hub, Item};
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
-use crate::core::log::LoggedEvent;
 use crate::frontend::lsp::server::{
     encoding_kind, folder_path, negotiate_encoding, text_change, uri_path,
 };
-use crate::frontend::updates::{
-    daemon_error_parts, prompt_result, session_update, update_notification, user_content,
-};
+use crate::frontend::updates::{daemon_error_parts, prompt_result, session_update, user_content};
 use crate::protocol::{
     AttachSessionParams, AttachedParams, CancelParams, ClientTandemCapabilities,
     ListSessionsParams, LoadSessionParams, LoadSessionResult, NewSessionParams, NewSessionResult,
@@ -452,17 +449,6 @@ fn message(value: &impl serde::Serialize) -> Option<Box<serde_json::value::RawVa
     serde_json::value::to_raw_value(value).ok()
 }
 
-/// An event's whole `tandem/update` message, serialized straight from the
-/// wire structs (no JSON tree: this is the path of every streamed chunk).
-fn update_message(
-    session_id: &str,
-    event: &LoggedEvent,
-) -> Option<Box<serde_json::value::RawValue>> {
-    let body = update_notification(session_id, event)?;
-    let text = String::from_utf8(body).ok()?;
-    serde_json::value::RawValue::from_string(text).ok()
-}
-
 /// `tandem/attachSession`: loads the session if this serve has not, then
 /// sends its whole log as `tandem/update`s, a `tandem/attached`, and from
 /// then on its live updates and the daemon's requests to the editor — each
@@ -522,27 +508,26 @@ async fn attach_session(
             .await
             .map_err(|_| "closed")?;
         loop {
+            // Live messages skip this task once nothing is queued.
+            sub.go_direct(&sink, &rx, last);
             let item = tokio::select! {
                 item = rx.recv() => item,
                 _ = sink.closed() => None,
             };
-            match item {
-                Some(Item::Event(event)) => {
-                    if event.seq <= last {
-                        continue;
-                    }
-                    if let Some(update) = update_message(&session_id, &event) {
-                        sink.send(update).await.map_err(|_| "closed")?;
-                    }
-                    last = event.seq;
-                    sub.mark_processed(last);
-                }
-                Some(Item::Message(request)) => {
-                    sink.send(message(&*request).ok_or("serialize")?)
-                        .await
-                        .map_err(|_| "closed")?;
-                }
-                None => return Ok::<(), &str>(()),
+            let Some(item) = item else {
+                return Ok::<(), &str>(());
+            };
+            let seq = match &item {
+                Item::Event(event) if event.seq <= last => continue,
+                Item::Event(event) => Some(event.seq),
+                Item::Message(_) => None,
+            };
+            if let Some(message) = item_message(&session_id, &item) {
+                sink.send(message).await.map_err(|_| "closed")?;
+            }
+            if let Some(seq) = seq {
+                last = seq;
+                sub.mark_processed(seq);
             }
         }
     }
