@@ -132,9 +132,12 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    fn call(&mut self, request: HttpRequest<B>) -> Self::Future {
+    fn call(&mut self, mut request: HttpRequest<B>) -> Self::Future {
         match self.policy.check(request.headers()) {
             Ok(()) => {
+                // Checked: nothing further in (jsonrpsee traces whole
+                // requests) needs to see the token.
+                request.headers_mut().remove(http::header::AUTHORIZATION);
                 let future = self.inner.call(request);
                 Box::pin(async move { future.await.map_err(Into::into) })
             }

@@ -73,8 +73,14 @@ impl Serve {
     }
 
     pub async fn start_in(home: Arc<tempfile::TempDir>) -> Serve {
+        Serve::start_logging(home, "debug").await
+    }
+
+    /// With `TANDEM_LOG` set to `filter`.
+    pub async fn start_logging(home: Arc<tempfile::TempDir>, filter: &str) -> Serve {
         let stderr = std::fs::File::create(home.path().join("serve.stderr")).expect("stderr file");
         let child = serve_command(home.path())
+            .env("TANDEM_LOG", filter)
             .arg("serve")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

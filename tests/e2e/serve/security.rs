@@ -28,7 +28,9 @@ async fn a_handshake_without_the_token_is_refused_with_401() {
 
 #[tokio::test]
 async fn a_wrong_token_is_refused_with_401_and_never_logged() {
-    let serve = Serve::start().await;
+    // Everything jsonrpsee and tandem can log, whole requests included.
+    let home = std::sync::Arc::new(tempfile::tempdir().unwrap());
+    let serve = Serve::start_logging(home, "trace").await;
     let token = serve.token();
     // Same length, one digit off: only a full compare tells them apart.
     let mut wrong = token.clone().into_bytes();
