@@ -332,3 +332,33 @@ async fn tools_read_the_buffers_of_the_client_that_prompted_and_the_disk_once_it
     );
     assert!(read_result(5).contains("on disk"), "{}", read_result(5));
 }
+
+#[tokio::test]
+async fn detach_ends_a_subscription_and_unknown_sessions_are_refused() {
+    let serve = Serve::start().await;
+    let workspace = tempfile::tempdir().unwrap();
+    let model = ModelServer::start().await;
+    let mut a = serve.client().await;
+    a.initialize(workspace.path(), json!({})).await;
+    let session = a.new_session(model.session_config()).await;
+    let attached = a
+        .request("tandem/attachSession", json!({"sessionId": session}))
+        .await;
+    let subscription = attached["result"].clone();
+    assert!(subscription.is_number(), "{attached}");
+    let detached = a
+        .request("tandem/detachSession", json!([subscription]))
+        .await;
+    assert_eq!(detached["result"], true, "{detached}");
+    let again = a
+        .request("tandem/detachSession", json!([subscription]))
+        .await;
+    assert_eq!(again["result"], false, "{again}");
+    let unknown = a
+        .request(
+            "tandem/attachSession",
+            json!({"sessionId": "0123456789abcdef0123456789abcdef"}),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], -32001, "{unknown}");
+}
