@@ -162,6 +162,41 @@ pub struct ToolsConfig {
     pub exec_env_allow: Vec<String>,
 }
 
+/// Settings of `tandem serve` (read from the user's `config.toml` and the
+/// environment only; a session's layers cannot change them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServeConfig {
+    /// Exit after this long with no client connected and no turn running;
+    /// 0 = never.
+    pub idle_exit_secs: f64,
+    /// WebSocket connections served at once; more are refused (HTTP 429).
+    pub max_connections: u32,
+    /// Largest message a client may send, and the serve may answer.
+    pub max_message_bytes: u32,
+    /// `Origin` header values allowed to connect (exact match, e.g.
+    /// `vscode-webview://…`). Empty: any request carrying `Origin` is
+    /// refused, which shuts out every web page.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            idle_exit_secs: 1800.0,
+            max_connections: 64,
+            max_message_bytes: 64 << 20,
+            allowed_origins: Vec::new(),
+        }
+    }
+}
+
+impl ServeConfig {
+    pub fn idle_exit(&self) -> Option<Duration> {
+        (self.idle_exit_secs > 0.0).then(|| secs_to_duration(self.idle_exit_secs))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -169,6 +204,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub approval: ApprovalConfig,
     pub tools: ToolsConfig,
+    pub serve: ServeConfig,
     /// Prices per model name (USD per million tokens), over the built-in
     /// table of known models.
     pub pricing: std::collections::BTreeMap<String, crate::vocab::pricing::Price>,

@@ -21,9 +21,33 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the Language Server Protocol with tandem's extensions on stdio.
-    Lsp,
+    Lsp {
+        /// Relay to the user's `tandem serve` (starting it if none runs)
+        /// instead of running the agent in this process: the turns survive
+        /// the editor window.
+        #[arg(long)]
+        attach: bool,
+    },
+    /// Run one daemon for all of the user's editor windows: a WebSocket
+    /// server on 127.0.0.1 (port, pid and token in $TANDEM_HOME/serve.json).
+    Serve {
+        /// Ask the running serve to stop, and wait until it has.
+        #[arg(long, conflicts_with = "status")]
+        stop: bool,
+        /// Say whether a serve runs, where, and with how many clients.
+        #[arg(long)]
+        status: bool,
+        /// Listen on this address instead of 127.0.0.1 (refused: it needs
+        /// TLS, which this build does not configure).
+        #[arg(long)]
+        listen: Option<String>,
+    },
     /// Serve the Agent Client Protocol (newline-delimited JSON-RPC) on stdio.
-    Acp,
+    Acp {
+        /// Relay to the user's `tandem serve` (starting it if none runs).
+        #[arg(long)]
+        attach: bool,
+    },
     /// Run one task headless: the answer streams to stdout, tool activity
     /// to stderr; the exit status follows the stop reason (0 done, 1 error,
     /// 2 other stops, 130 cancelled).
@@ -183,6 +207,25 @@ where
     ExitCode::SUCCESS
 }
 
+async fn serve(stop: bool, status: bool, listen: Option<String>) -> ExitCode {
+    use tandem::frontend::serve;
+    if let Some(address) = listen {
+        eprintln!(
+            "tandem serve: --listen {address} refused: serving beyond 127.0.0.1 needs TLS, \
+             which this build does not configure"
+        );
+        return ExitCode::from(2);
+    }
+    let code = if stop {
+        serve::stop(tandem_home()).await
+    } else if status {
+        serve::status(tandem_home()).await
+    } else {
+        serve::run(tandem_home(), durability()).await
+    };
+    ExitCode::from(code)
+}
+
 /// With no subcommand: read the first bytes and pick the framing.
 async fn autodetect() -> ExitCode {
     let mut stdin = tokio::io::stdin();
@@ -224,8 +267,19 @@ fn main() -> ExitCode {
     };
     let code = runtime.block_on(async {
         match cli.command {
-            Some(Command::Lsp) => serve_lsp(tokio::io::stdin()).await,
-            Some(Command::Acp) => serve_acp(tokio::io::stdin()).await,
+            Some(Command::Lsp { attach: false }) => serve_lsp(tokio::io::stdin()).await,
+            Some(Command::Lsp { attach: true }) => ExitCode::from(
+                tandem::frontend::serve::shim::run(tokio::io::stdin(), tandem_home()).await,
+            ),
+            Some(Command::Serve {
+                stop,
+                status,
+                listen,
+            }) => serve(stop, status, listen).await,
+            Some(Command::Acp { attach: false }) => serve_acp(tokio::io::stdin()).await,
+            Some(Command::Acp { attach: true }) => ExitCode::from(
+                tandem::frontend::serve::acp_shim::run(tokio::io::stdin(), tandem_home()).await,
+            ),
             Some(Command::Exec {
                 task,
                 file,

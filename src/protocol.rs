@@ -430,3 +430,31 @@ pub struct RunTaskResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edit: Option<TaskEditResult>,
 }
+
+/// `tandem/attachSession` params (serve only).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AttachSessionParams {
+    pub session_id: String,
+}
+
+/// `tandem/attached`: the message that ends an attach's replay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachedParams {
+    pub session_id: String,
+    /// The `tandem/update`s of the replay.
+    pub replayed: usize,
+}
+
+/// `tandem/respond` params (serve only): a client's answer to one of the
+/// daemon's requests, which reach it inside its attach subscription.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RespondParams {
+    pub id: String,
+    #[serde(default)]
+    pub result: Option<Value>,
+    #[serde(default)]
+    pub error: Option<Value>,
+}

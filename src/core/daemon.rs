@@ -78,7 +78,12 @@ pub struct Daemon {
     extra_tools: Mutex<Vec<Arc<dyn Tool>>>,
     loading: Mutex<()>,
     tasks_state: TaskState,
+    bridge_for: Mutex<Option<BridgeFactory>>,
 }
+
+/// Makes the bridge of one session, by id: a frontend serving several
+/// clients routes each session's requests to the clients following it.
+pub type BridgeFactory = Arc<dyn Fn(&str) -> Arc<dyn ClientBridge> + Send + Sync>;
 
 impl Daemon {
     pub fn new(options: DaemonOptions) -> Arc<Daemon> {
@@ -97,6 +102,7 @@ impl Daemon {
             extra_tools: Mutex::new(Vec::new()),
             loading: Mutex::new(()),
             tasks_state: TaskState::default(),
+            bridge_for: Mutex::new(None),
         })
     }
 
@@ -115,6 +121,12 @@ impl Daemon {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(tool);
+    }
+
+    /// Gives sessions started from now on a bridge of their own instead of
+    /// the daemon's one.
+    pub fn set_bridge_factory(&self, factory: BridgeFactory) {
+        *self.bridge_for.lock().unwrap_or_else(|e| e.into_inner()) = Some(factory);
     }
 
     pub fn buffers(&self) -> &Arc<BufferCache> {
@@ -283,6 +295,15 @@ impl Daemon {
         list_session_logs(&self.sessions_dir(), &running)
     }
 
+    /// Whether a turn runs in any session of this daemon.
+    pub fn any_turn_running(&self) -> bool {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .any(|s| matches!(s.run_state(), RunState::Running { .. }))
+    }
+
     fn sessions_dir(&self) -> PathBuf {
         self.home.join("sessions")
     }
@@ -347,7 +368,10 @@ impl Daemon {
             workspace,
             buffers: self.buffers.clone(),
             admission,
-            bridge: self.bridge.clone(),
+            bridge: match &*self.bridge_for.lock().unwrap_or_else(|e| e.into_inner()) {
+                Some(factory) => factory(&session.id),
+                None => self.bridge.clone(),
+            },
         };
         let task = tokio::spawn(run_session(session.clone(), env, projection));
         self.tasks

@@ -5,4 +5,5 @@
 pub mod acp;
 pub mod exec;
 pub mod lsp;
+pub mod serve;
 pub mod updates;

@@ -10,7 +10,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 use crate::support::client::{tandem_bin, WAIT};
 use crate::support::model_server::{openai, ModelServer};
 
-struct AcpClient {
+pub(crate) struct AcpClient {
     _child: Child,
     stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
@@ -19,7 +19,7 @@ struct AcpClient {
 }
 
 impl AcpClient {
-    async fn spawn(args: &[&str], server: &ModelServer) -> AcpClient {
+    pub(crate) async fn spawn(args: &[&str], server: &ModelServer) -> AcpClient {
         let home = tempfile::tempdir().unwrap();
         let mut child = tokio::process::Command::new(tandem_bin())
             .args(args)
@@ -45,6 +45,11 @@ impl AcpClient {
         }
     }
 
+    /// Its `$TANDEM_HOME`.
+    pub(crate) fn home(&self) -> &std::path::Path {
+        self._home.path()
+    }
+
     async fn send(&mut self, message: Value) {
         let mut line = serde_json::to_vec(&message).unwrap();
         line.push(b'\n');
@@ -64,7 +69,12 @@ impl AcpClient {
 
     /// Sends a request; returns its response and everything before it,
     /// answering permission requests with `answer`.
-    async fn request(&mut self, method: &str, params: Value, answer: &str) -> (Value, Vec<Value>) {
+    pub(crate) async fn request(
+        &mut self,
+        method: &str,
+        params: Value,
+        answer: &str,
+    ) -> (Value, Vec<Value>) {
         let id = self.next_id;
         self.next_id += 1;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
@@ -87,7 +97,7 @@ impl AcpClient {
     }
 }
 
-fn update_kinds(messages: &[Value]) -> Vec<String> {
+pub(crate) fn update_kinds(messages: &[Value]) -> Vec<String> {
     messages
         .iter()
         .filter(|m| m["method"] == "session/update")

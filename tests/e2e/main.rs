@@ -19,5 +19,6 @@ mod provider_anthropic;
 mod provider_openai;
 mod real_model;
 mod replay;
+mod serve;
 mod sessions;
 mod tasks;

@@ -116,14 +116,14 @@ async fn guarded_notification(what: &str, body: impl std::future::Future<Output 
     .await;
 }
 
-pub(super) fn uri_path(uri: &Url) -> Option<PathBuf> {
+pub(crate) fn uri_path(uri: &Url) -> Option<PathBuf> {
     uri.to_file_path()
         .ok()
         .or_else(|| file_uri_to_path(uri.as_str()))
 }
 
 /// A folder given as a `file://` URI or an absolute path.
-fn folder_path(folder: &str) -> Option<PathBuf> {
+pub(crate) fn folder_path(folder: &str) -> Option<PathBuf> {
     if folder.starts_with("file://") {
         return Url::parse(folder)
             .ok()
@@ -134,7 +134,7 @@ fn folder_path(folder: &str) -> Option<PathBuf> {
     path.is_absolute().then_some(path)
 }
 
-fn negotiate_encoding(params: &InitializeParams) -> PositionEncoding {
+pub(crate) fn negotiate_encoding(params: &InitializeParams) -> PositionEncoding {
     let offered = params
         .capabilities
         .general
@@ -153,7 +153,7 @@ fn negotiate_encoding(params: &InitializeParams) -> PositionEncoding {
     PositionEncoding::Utf16
 }
 
-fn encoding_kind(encoding: PositionEncoding) -> PositionEncodingKind {
+pub(crate) fn encoding_kind(encoding: PositionEncoding) -> PositionEncodingKind {
     match encoding {
         PositionEncoding::Utf8 => PositionEncodingKind::UTF8,
         PositionEncoding::Utf16 => PositionEncodingKind::UTF16,
@@ -161,7 +161,7 @@ fn encoding_kind(encoding: PositionEncoding) -> PositionEncodingKind {
     }
 }
 
-fn text_change(change: TextDocumentContentChangeEvent) -> TextChange {
+pub(crate) fn text_change(change: TextDocumentContentChangeEvent) -> TextChange {
     TextChange {
         range: change.range.map(|r| buffers::Range {
             start: buffers::Position {

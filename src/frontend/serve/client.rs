@@ -1,0 +1,119 @@
+//! Reaching a running serve: read serve.json, open the WebSocket with the
+//! bearer token, start the serve if none runs.
+//!
+//! Invariant: the token goes from serve.json into the handshake header and
+//! nowhere else (never an argument, a URL or a log line).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use jsonrpsee::client_transport::ws::{
+    EitherStream, HeaderMap, HeaderValue, Url, WsTransportClientBuilder,
+};
+use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSenderT};
+use serde_json::{json, Value};
+use tokio_util::compat::Compat;
+
+use super::state::{read_info, ServeInfo};
+
+pub type WsSender = jsonrpsee::client_transport::ws::Sender<Compat<EitherStream>>;
+pub type WsReceiver = jsonrpsee::client_transport::ws::Receiver<Compat<EitherStream>>;
+
+/// Opens a connection to the serve described by `info`.
+pub async fn connect(
+    info: &ServeInfo,
+    max_message_bytes: u32,
+) -> Result<(WsSender, WsReceiver), String> {
+    let mut headers = HeaderMap::new();
+    let bearer = HeaderValue::from_str(&format!("Bearer {}", info.token))
+        .map_err(|_| "serve.json holds a malformed token".to_string())?;
+    headers.insert("authorization", bearer);
+    let url = Url::parse(&format!("ws://127.0.0.1:{}/", info.port)).map_err(|e| e.to_string())?;
+    WsTransportClientBuilder::default()
+        .set_headers(headers)
+        .max_request_size(max_message_bytes)
+        .max_response_size(max_message_bytes)
+        .connection_timeout(Duration::from_secs(5))
+        .build(url)
+        .await
+        .map_err(|e| format!("cannot connect to tandem serve on port {}: {e}", info.port))
+}
+
+/// Connects to the running serve, starting one (this binary's `serve`) if
+/// none answers, and waiting up to 10 s for it to come up.
+pub async fn connect_or_start(
+    home: &Path,
+    max_message_bytes: u32,
+) -> Result<(WsSender, WsReceiver), String> {
+    if let Some(info) = read_info(home).map_err(|e| e.to_string())? {
+        if super::state::is_running(home) {
+            return connect(&info, max_message_bytes).await;
+        }
+    }
+    start_detached(home)?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(info) = read_info(home).map_err(|e| e.to_string())? {
+            if super::state::is_running(home) {
+                if let Ok(pair) = connect(&info, max_message_bytes).await {
+                    return Ok(pair);
+                }
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "started `tandem serve` but it did not come up within 10 s; see {}",
+                home.join("logs/serve.log").display()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Starts `tandem serve` in its own process group, detached from our
+/// stdio (its log goes to `$TANDEM_HOME/logs/serve.log`), so the editor
+/// closing us does not take it along.
+fn start_detached(home: &Path) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the tandem binary: {e}"))?;
+    let logs = home.join("logs");
+    std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(logs.join("serve.log"))
+        .map_err(|e| format!("{}: {e}", logs.join("serve.log").display()))?;
+    std::process::Command::new(exe)
+        .arg("serve")
+        .env("TANDEM_HOME", home)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start tandem serve: {e}"))?;
+    Ok(())
+}
+
+/// One request over a fresh connection, for `serve --status` and `--stop`.
+pub async fn call(info: &ServeInfo, method: &str) -> Result<Value, String> {
+    let (mut tx, mut rx) = connect(info, 1 << 20).await?;
+    tx.send(json!({"jsonrpc": "2.0", "id": 1, "method": method}).to_string())
+        .await
+        .map_err(|e| e.to_string())?;
+    loop {
+        let text = match rx.receive().await.map_err(|e| e.to_string())? {
+            ReceivedMessage::Text(text) => text,
+            ReceivedMessage::Bytes(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            ReceivedMessage::Pong => continue,
+        };
+        let answer: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        if answer["id"] == 1 {
+            let _ = tx.close().await;
+            return match answer.get("error") {
+                Some(error) => Err(error["message"].as_str().unwrap_or("error").to_string()),
+                None => Ok(answer["result"].clone()),
+            };
+        }
+    }
+}

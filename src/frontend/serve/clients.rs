@@ -1,0 +1,218 @@
+//! The serve's connections: what each client said in `initialize` and the
+//! documents its editor has open.
+//!
+//! Every connection mirrors its own editor's documents in a buffer cache of
+//! its own. The daemon's cache — the one tools read — mirrors the
+//! connection that most recently prompted (the turn's owner): when the
+//! owner changes its documents are copied over, and from then on its
+//! document changes are applied to both. When the owner disconnects the
+//! daemon's cache is emptied, so tools read the files from disk.
+//!
+//! Invariant: the daemon's cache only ever holds one connection's
+//! documents; changes from two windows are never mixed into one buffer.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use crate::buffers::{BufferCache, PositionEncoding, TextChange};
+use crate::vocab::bridge::ClientAbilities;
+
+/// One connection's state.
+pub struct Client {
+    pub abilities: ClientAbilities,
+    pub roots: Vec<PathBuf>,
+    /// The `initializationOptions` it sent (a configuration layer under
+    /// the `config` of the sessions it creates).
+    pub init_options: Value,
+    pub buffers: Arc<BufferCache>,
+}
+
+impl Client {
+    fn new() -> Client {
+        Client {
+            abilities: ClientAbilities::default(),
+            roots: Vec::new(),
+            init_options: Value::Null,
+            buffers: Arc::new(BufferCache::new()),
+        }
+    }
+}
+
+/// A document-sync operation, applied to a connection's cache and, when it
+/// is mirrored, to the daemon's.
+pub enum DocOp<'a> {
+    Open {
+        path: PathBuf,
+        version: i32,
+        text: &'a str,
+    },
+    Change {
+        path: &'a Path,
+        version: i32,
+        changes: &'a [TextChange],
+    },
+    Close(&'a Path),
+    Saved {
+        path: &'a Path,
+        text: Option<&'a str>,
+    },
+}
+
+impl DocOp<'_> {
+    fn apply(&self, cache: &BufferCache) -> Result<(), String> {
+        match self {
+            DocOp::Open {
+                path,
+                version,
+                text,
+            } => cache.open(path.clone(), *version, text),
+            DocOp::Change {
+                path,
+                version,
+                changes,
+            } => {
+                return cache
+                    .change(path, *version, changes)
+                    .map_err(|e| e.to_string())
+            }
+            DocOp::Close(path) => cache.close(path),
+            DocOp::Saved { path, text } => cache.saved(path, *text),
+        }
+        Ok(())
+    }
+}
+
+pub struct Clients {
+    clients: Mutex<HashMap<usize, Client>>,
+    /// The daemon's cache, and which connection it mirrors. The lock is
+    /// held while an operation is applied to both, so a switch never
+    /// interleaves with a change.
+    mirror: Mutex<Option<usize>>,
+    daemon_buffers: Arc<BufferCache>,
+}
+
+impl Clients {
+    pub fn new(daemon_buffers: Arc<BufferCache>) -> Arc<Clients> {
+        Arc::new(Clients {
+            clients: Mutex::new(HashMap::new()),
+            mirror: Mutex::new(None),
+            daemon_buffers,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<usize, Client>> {
+        self.clients.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn count(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Registers a connection (idempotent).
+    pub fn connected(&self, conn: usize) {
+        self.lock().entry(conn).or_insert_with(Client::new);
+    }
+
+    /// Records what a connection said in `initialize`.
+    pub fn initialize(
+        &self,
+        conn: usize,
+        abilities: ClientAbilities,
+        roots: Vec<PathBuf>,
+        init_options: Value,
+        encoding: PositionEncoding,
+    ) {
+        let mut clients = self.lock();
+        let client = clients.entry(conn).or_insert_with(Client::new);
+        client.abilities = abilities;
+        client.roots = roots;
+        client.init_options = init_options;
+        client.buffers.set_encoding(encoding);
+    }
+
+    pub fn abilities(&self, conn: usize) -> ClientAbilities {
+        self.lock()
+            .get(&conn)
+            .map(|c| c.abilities)
+            .unwrap_or_default()
+    }
+
+    pub fn roots(&self, conn: usize) -> Vec<PathBuf> {
+        self.lock()
+            .get(&conn)
+            .map(|c| c.roots.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn init_options(&self, conn: usize) -> Value {
+        self.lock()
+            .get(&conn)
+            .map(|c| c.init_options.clone())
+            .unwrap_or(Value::Null)
+    }
+
+    pub fn buffers(&self, conn: usize) -> Option<Arc<BufferCache>> {
+        self.lock().get(&conn).map(|c| c.buffers.clone())
+    }
+
+    /// Changes a connection's root folders (`didChangeWorkspaceFolders`).
+    pub fn change_roots(&self, conn: usize, removed: &[PathBuf], added: Vec<PathBuf>) {
+        if let Some(client) = self.lock().get_mut(&conn) {
+            client.roots.retain(|r| !removed.contains(r));
+            client.roots.extend(added);
+        }
+    }
+
+    /// Applies a document-sync operation from `conn`.
+    pub fn document(&self, conn: usize, op: DocOp<'_>) -> Result<(), String> {
+        let Some(own) = self.buffers(conn) else {
+            return Ok(());
+        };
+        let mirror = self.mirror.lock().unwrap_or_else(|e| e.into_inner());
+        op.apply(&own)?;
+        if *mirror == Some(conn) {
+            op.apply(&self.daemon_buffers)?;
+        }
+        Ok(())
+    }
+
+    /// Makes the daemon's cache mirror `conn`'s documents.
+    pub fn mirror(&self, conn: usize) {
+        let mut mirror = self.mirror.lock().unwrap_or_else(|e| e.into_inner());
+        if *mirror == Some(conn) {
+            return;
+        }
+        tracing::debug!(conn, "tools now read this client's documents");
+        for path in self.daemon_buffers.open_paths() {
+            self.daemon_buffers.close(&path);
+        }
+        *mirror = None;
+        let Some(own) = self.buffers(conn) else {
+            return;
+        };
+        self.daemon_buffers.set_encoding(own.encoding());
+        for path in own.open_paths() {
+            if let Some(snapshot) = own.snapshot(&path) {
+                self.daemon_buffers
+                    .open(path, snapshot.version, &snapshot.rope.to_string());
+            }
+        }
+        *mirror = Some(conn);
+    }
+
+    /// A connection closed: forget it; if the daemon's cache mirrored it,
+    /// empty the cache (tools read from disk again).
+    pub fn remove(&self, conn: usize) {
+        let mut mirror = self.mirror.lock().unwrap_or_else(|e| e.into_inner());
+        self.lock().remove(&conn);
+        if *mirror == Some(conn) {
+            for path in self.daemon_buffers.open_paths() {
+                self.daemon_buffers.close(&path);
+            }
+            *mirror = None;
+        }
+    }
+}

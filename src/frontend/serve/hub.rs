@@ -1,0 +1,426 @@
+//! The hub: who follows which session. It is the serve daemon's
+//! [`EventSink`] (every logged event goes to each subscriber of its
+//! session) and the maker of each session's [`ClientBridge`] (a request to
+//! the editor goes to every attached client that can answer it; the first
+//! answer wins and the others are withdrawn).
+//!
+//! Invariant: a subscriber hears every event of its session exactly once
+//! and in log order: it is registered before the log is read for its
+//! replay, and live events it already replayed (by sequence number) are
+//! skipped. A request still unanswered when a client attaches is sent to
+//! it too, so a reloaded window gets its question back.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, watch};
+
+use jsonrpsee::core::server::{SubscriptionSink, TrySendError};
+use serde_json::value::RawValue;
+
+use super::clients::Clients;
+use crate::core::log::{EventSink, LoggedEvent};
+use crate::frontend::lsp::outgoing::Outgoing;
+use crate::frontend::lsp::{Outbound, OutboundQueue};
+use crate::frontend::updates::update_notification;
+use crate::vocab::bridge::{ClientAbilities, ClientBridge};
+
+/// What a subscriber's pump sends, in order.
+pub enum Item {
+    Event(Arc<LoggedEvent>),
+    /// A request to the editor, or the `$/cancelRequest` withdrawing one.
+    Message(Arc<Value>),
+}
+
+/// The whole JSON-RPC message a subscriber sends for `item` (`None` for
+/// events editors do not see). Updates are serialized straight from the
+/// wire structs, with no JSON tree: this is the path of every chunk.
+pub fn item_message(session_id: &str, item: &Item) -> Option<Box<RawValue>> {
+    match item {
+        Item::Event(event) => update_message(session_id, event),
+        Item::Message(message) => serde_json::value::to_raw_value(&**message).ok(),
+    }
+}
+
+/// An event's whole `tandem/update` message, if editors see the event.
+pub fn update_message(session_id: &str, event: &LoggedEvent) -> Option<Box<RawValue>> {
+    let body = update_notification(session_id, event)?;
+    RawValue::from_string(String::from_utf8(body).ok()?).ok()
+}
+
+/// One `tandem/attachSession` subscription.
+pub struct Subscriber {
+    pub id: u64,
+    pub conn: usize,
+    session_id: String,
+    tx: mpsc::UnboundedSender<Item>,
+    /// Once its replay is out and its queue is empty, live messages go
+    /// straight into the connection's sink from the appending task (no
+    /// hop through the subscription's task); `None` while they queue.
+    direct: Mutex<Option<SubscriptionSink>>,
+    /// The last sequence number the replay sent: live events up to it are
+    /// already out.
+    replayed_up_to: AtomicU64,
+    /// The sequence number of the last event this subscriber has sent on
+    /// (or skipped): what a `tandem/prompt` answer waits for.
+    processed: watch::Sender<u64>,
+}
+
+impl Subscriber {
+    /// Sends `item` on: straight into the sink in direct mode, else (or
+    /// when the sink is full) through the queue.
+    fn deliver(&self, item: Item) {
+        let mut direct = self.direct.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sink) = direct.as_mut() {
+            let seq = match &item {
+                Item::Event(event) => Some(event.seq),
+                Item::Message(_) => None,
+            };
+            if seq.is_some_and(|seq| seq <= self.replayed_up_to.load(Ordering::SeqCst)) {
+                return;
+            }
+            let Some(message) = item_message(&self.session_id, &item) else {
+                if let Some(seq) = seq {
+                    self.mark_processed(seq);
+                }
+                return;
+            };
+            match sink.try_send(message) {
+                Ok(()) => {
+                    if let Some(seq) = seq {
+                        self.mark_processed(seq);
+                    }
+                    return;
+                }
+                Err(TrySendError::Closed(_)) => return,
+                // The connection is slow: queue from now on, in order.
+                Err(TrySendError::Full(_)) => *direct = None,
+            }
+        }
+        let _ = self.tx.send(item);
+    }
+
+    /// Called by the subscription's task once the replay is out: switches
+    /// to direct mode if nothing is queued. Returns whether it did.
+    pub fn go_direct(
+        &self,
+        sink: &SubscriptionSink,
+        queue: &mpsc::UnboundedReceiver<Item>,
+        replayed_up_to: u64,
+    ) -> bool {
+        self.replayed_up_to.store(replayed_up_to, Ordering::SeqCst);
+        let mut direct = self.direct.lock().unwrap_or_else(|e| e.into_inner());
+        if queue.is_empty() {
+            *direct = Some(sink.clone());
+            true
+        } else {
+            false
+        }
+    }
+
+    pub fn mark_processed(&self, seq: u64) {
+        self.processed.send_if_modified(|v| {
+            let newer = seq > *v;
+            if newer {
+                *v = seq;
+            }
+            newer
+        });
+    }
+}
+
+/// A session's requests to the editor: the `Outgoing` the core calls, and
+/// what is still unanswered.
+struct SessionBridge {
+    outgoing: Arc<Outgoing>,
+    /// Unanswered requests by id, with the connections they went to.
+    pending: BTreeMap<String, Arc<Value>>,
+    /// Whether a client able to answer permission requests (questions)
+    /// ever followed this session: if so, requests wait for one to come
+    /// back instead of counting as refused.
+    sticky: ClientAbilities,
+}
+
+#[derive(Default)]
+struct State {
+    subs: HashMap<String, Vec<Arc<Subscriber>>>,
+    last_seq: HashMap<String, u64>,
+    bridges: HashMap<String, SessionBridge>,
+    /// The connection whose prompt or steer the session last received.
+    owners: HashMap<String, usize>,
+}
+
+pub struct Hub {
+    state: Mutex<State>,
+    next_sub: AtomicU64,
+    pub clients: Arc<Clients>,
+}
+
+impl Hub {
+    pub fn new(clients: Arc<Clients>) -> Arc<Hub> {
+        Arc::new(Hub {
+            state: Mutex::new(State::default()),
+            next_sub: AtomicU64::new(1),
+            clients,
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The bridge of a new or loaded session (the daemon's bridge factory).
+    pub fn bridge_for(self: &Arc<Hub>, session_id: &str) -> Arc<dyn ClientBridge> {
+        let (queue, mut rx) = OutboundQueue::channel();
+        let outgoing = Outgoing::new(queue);
+        self.state().bridges.insert(
+            session_id.to_string(),
+            SessionBridge {
+                outgoing: outgoing.clone(),
+                pending: BTreeMap::new(),
+                sticky: ClientAbilities::default(),
+            },
+        );
+        self.refresh(session_id);
+        let hub = Arc::downgrade(self);
+        let session = session_id.to_string();
+        tokio::spawn(async move {
+            while let Some(Outbound::Frame(body)) = rx.recv().await {
+                let Some(hub) = hub.upgrade() else { return };
+                match serde_json::from_slice::<Value>(&body) {
+                    Ok(message) => hub.route(&session, message),
+                    Err(e) => tracing::error!("unreadable request to the editor: {e}"),
+                }
+            }
+        });
+        outgoing
+    }
+
+    /// Sends a request (or its withdrawal) to the clients that should see it.
+    fn route(&self, session_id: &str, message: Value) {
+        let message = Arc::new(message);
+        let mut state = self.state();
+        let method = message.get("method").and_then(Value::as_str);
+        if method == Some("$/cancelRequest") {
+            if let (Some(bridge), Some(id)) = (
+                state.bridges.get_mut(session_id),
+                message["params"]["id"].as_str(),
+            ) {
+                bridge.pending.remove(id);
+            }
+            for sub in state.subs.get(session_id).into_iter().flatten() {
+                sub.deliver(Item::Message(message.clone()));
+            }
+            return;
+        }
+        let Some(id) = message.get("id").and_then(Value::as_str) else {
+            return;
+        };
+        if let Some(bridge) = state.bridges.get_mut(session_id) {
+            bridge.pending.insert(id.to_string(), message.clone());
+        }
+        let owner = state.owners.get(session_id).copied();
+        for sub in state.subs.get(session_id).into_iter().flatten() {
+            if self.answers(sub.conn, &message, owner) {
+                sub.deliver(Item::Message(message.clone()));
+            }
+        }
+    }
+
+    /// Whether connection `conn` should be asked `request`: permission and
+    /// questions go to every client that can answer them; an edit only to
+    /// the client whose buffers the turn reads.
+    fn answers(&self, conn: usize, request: &Value, owner: Option<usize>) -> bool {
+        let abilities = self.clients.abilities(conn);
+        match request.get("method").and_then(Value::as_str) {
+            Some("workspace/applyEdit") => owner == Some(conn) && abilities.apply_edit,
+            Some("tandem/requestUserInput") => abilities.request_user_input,
+            _ => abilities.request_permission,
+        }
+    }
+
+    /// Recomputes what a session's bridge says the editor can do.
+    pub fn refresh(&self, session_id: &str) {
+        let mut state = self.state();
+        let owner = state.owners.get(session_id).copied();
+        let attached: Vec<usize> = state
+            .subs
+            .get(session_id)
+            .into_iter()
+            .flatten()
+            .map(|s| s.conn)
+            .collect();
+        let mut abilities = ClientAbilities::default();
+        for conn in &attached {
+            let a = self.clients.abilities(*conn);
+            abilities.request_permission |= a.request_permission;
+            abilities.request_user_input |= a.request_user_input;
+            if Some(*conn) == owner {
+                abilities.apply_edit = a.apply_edit;
+                abilities.change_annotations = a.change_annotations;
+                abilities.resource_operations = a.resource_operations;
+            }
+        }
+        if let Some(bridge) = state.bridges.get_mut(session_id) {
+            bridge.sticky.request_permission |= abilities.request_permission;
+            bridge.sticky.request_user_input |= abilities.request_user_input;
+            abilities.request_permission = bridge.sticky.request_permission;
+            abilities.request_user_input = bridge.sticky.request_user_input;
+            bridge.outgoing.set_abilities(abilities);
+        }
+    }
+
+    /// Makes `conn` the session's owner: its buffers are what the turn reads
+    /// and its editor is where edits go.
+    pub fn set_owner(&self, session_id: &str, conn: usize) {
+        self.state().owners.insert(session_id.to_string(), conn);
+        self.clients.mirror(conn);
+        self.refresh(session_id);
+    }
+
+    /// Registers a subscriber before its replay is read. Requests of the
+    /// session still unanswered are queued to it first.
+    pub fn subscribe(
+        &self,
+        session_id: &str,
+        conn: usize,
+    ) -> (Arc<Subscriber>, mpsc::UnboundedReceiver<Item>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let sub = Arc::new(Subscriber {
+            id: self.next_sub.fetch_add(1, Ordering::Relaxed),
+            conn,
+            session_id: session_id.to_string(),
+            tx,
+            direct: Mutex::new(None),
+            replayed_up_to: AtomicU64::new(0),
+            processed: watch::channel(0).0,
+        });
+        {
+            let mut state = self.state();
+            let owner = state.owners.get(session_id).copied();
+            if let Some(bridge) = state.bridges.get(session_id) {
+                for request in bridge.pending.values() {
+                    if self.answers(conn, request, owner) {
+                        let _ = sub.tx.send(Item::Message(request.clone()));
+                    }
+                }
+            }
+            state
+                .subs
+                .entry(session_id.to_string())
+                .or_default()
+                .push(sub.clone());
+        }
+        self.refresh(session_id);
+        (sub, rx)
+    }
+
+    pub fn unsubscribe(&self, session_id: &str, sub_id: u64) {
+        if let Some(subs) = self.state().subs.get_mut(session_id) {
+            subs.retain(|s| s.id != sub_id);
+        }
+        self.refresh(session_id);
+    }
+
+    /// A client's answer to a request: the first one is delivered, the
+    /// others' copies are withdrawn. Returns false for an id no session is
+    /// waiting on (already answered, withdrawn, or unknown).
+    pub fn respond(
+        &self,
+        conn: usize,
+        id: &str,
+        result: Option<Value>,
+        error: Option<Value>,
+    ) -> bool {
+        let mut state = self.state();
+        let Some((session_id, outgoing)) = state.bridges.iter_mut().find_map(|(sid, b)| {
+            b.pending
+                .remove(id)
+                .map(|_| (sid.clone(), b.outgoing.clone()))
+        }) else {
+            return false;
+        };
+        let cancel =
+            Arc::new(json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}));
+        for sub in state.subs.get(&session_id).into_iter().flatten() {
+            if sub.conn != conn {
+                sub.deliver(Item::Message(cancel.clone()));
+            }
+        }
+        drop(state);
+        let mut answer = json!({"jsonrpc": "2.0", "id": id});
+        match error {
+            Some(error) => answer["error"] = error,
+            None => answer["result"] = result.unwrap_or(Value::Null),
+        }
+        outgoing.complete(&answer);
+        true
+    }
+
+    /// Waits until `conn`'s subscribers of the session have sent on every
+    /// event logged so far (bounded), so an answer never overtakes the
+    /// updates it concludes.
+    pub async fn flushed(&self, session_id: &str, conn: usize) {
+        let (target, waiting): (u64, Vec<watch::Receiver<u64>>) = {
+            let state = self.state();
+            let target = state.last_seq.get(session_id).copied().unwrap_or(0);
+            let subs = state.subs.get(session_id).into_iter().flatten();
+            (
+                target,
+                subs.filter(|s| s.conn == conn)
+                    .map(|s| s.processed.subscribe())
+                    .collect(),
+            )
+        };
+        for mut rx in waiting {
+            let wait = rx.wait_for(|seq| *seq >= target);
+            if tokio::time::timeout(Duration::from_secs(5), wait)
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    session = session_id,
+                    "a subscriber fell behind by more than 5 s"
+                );
+            }
+        }
+    }
+
+    /// A connection closed: it owns nothing any more.
+    pub fn disconnected(&self, conn: usize) {
+        let sessions: Vec<String> = {
+            let mut state = self.state();
+            state.owners.retain(|_, c| *c != conn);
+            for subs in state.subs.values_mut() {
+                subs.retain(|s| s.conn != conn);
+            }
+            state.bridges.keys().cloned().collect()
+        };
+        self.clients.remove(conn);
+        for session in sessions {
+            self.refresh(&session);
+        }
+    }
+}
+
+impl EventSink for Hub {
+    fn on_event(&self, session_id: &str, event: &LoggedEvent) {
+        let mut state = self.state();
+        let last = state.last_seq.entry(session_id.to_string()).or_default();
+        *last = (*last).max(event.seq);
+        if let Some(subs) = state.subs.get(session_id).filter(|s| !s.is_empty()) {
+            // One copy, shared by every subscriber.
+            let event = Arc::new(event.clone());
+            for sub in subs {
+                sub.deliver(Item::Event(event.clone()));
+            }
+        }
+    }
+
+    /// Replays go to the one subscriber that asked, from the log itself
+    /// (see `tandem/attachSession`), never to everyone.
+    fn on_replay(&self, _session_id: &str, _event: &LoggedEvent) {}
+}

@@ -1,0 +1,270 @@
+//! `tandem serve`: one long-lived daemon for all of a user's editor
+//! windows, reached over jsonrpsee's WebSocket server on loopback.
+//!
+//! ```text
+//! editor ─stdio─► tandem lsp --attach (shim) ─ws + bearer─► auth ─► jsonrpsee ─► methods ─► Daemon
+//!                                                                        ▲                     │
+//!                  tandem/attachSession subscription ◄── hub (EventSink, per-session bridges) ◄┘
+//! ```
+//!
+//! - `state` — serve.json and the lock; `auth` — the HTTP check in front
+//!   of every connection; `connection` — per-connection middleware;
+//!   `clients` — what each connection declared and its documents; `hub` —
+//!   who follows which session; `methods` — the RPC module; `client` and
+//!   `shim` — the other end, run by `tandem lsp --attach`.
+//!
+//! Invariant: the serve binds 127.0.0.1 only, and nothing reaches a method
+//! without the token.
+
+pub mod acp_shim;
+pub mod auth;
+pub mod client;
+pub mod clients;
+pub mod connection;
+pub mod hub;
+pub mod methods;
+pub mod shim;
+pub mod state;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jsonrpsee::server::middleware::rpc::RpcServiceBuilder;
+use jsonrpsee::server::{Server, ServerConfig};
+use tokio_util::sync::CancellationToken;
+
+use self::connection::{ConnectionCount, PerConnection};
+use self::hub::Hub;
+use self::state::{ServeInfo, ServeLock};
+use crate::config::{ConfigBuilder, ServeConfig};
+use crate::core::daemon::{Daemon, DaemonOptions};
+use crate::core::log::Durability;
+use crate::vocab::bridge::NoClient;
+
+/// Reads `[serve]` from the user's config.toml and the environment.
+pub fn serve_config(home: &std::path::Path) -> Result<ServeConfig, String> {
+    ConfigBuilder::standard(home, &[])
+        .and_then(|b| b.build())
+        .map(|c| c.serve)
+        .map_err(|e| e.to_string())
+}
+
+/// Runs the serve until `serve --stop`, a signal, or the idle timeout.
+/// Returns the process's exit status.
+pub async fn run(home: PathBuf, durability: Durability) -> u8 {
+    match run_inner(home, durability).await {
+        Ok(()) => 0,
+        Err(e) => {
+            // stderr is the log (see main.rs), which the file gets too.
+            tracing::error!("tandem serve: {e}");
+            1
+        }
+    }
+}
+
+async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> {
+    state::private_home(&home).map_err(|e| e.to_string())?;
+    let _lock = ServeLock::acquire(&home).map_err(|e| e.to_string())?;
+    let config = serve_config(&home)?;
+    let token = auth::new_token().map_err(|e| format!("cannot make a token: {e}"))?;
+
+    let hub_slot: Arc<std::sync::OnceLock<Arc<Hub>>> = Arc::default();
+    let daemon = {
+        let sink = Arc::new(LateSink(hub_slot.clone()));
+        Daemon::new(DaemonOptions {
+            home: home.clone(),
+            durability,
+            sink,
+            bridge: Arc::new(NoClient),
+        })
+    };
+    let hub = Hub::new(clients::Clients::new(daemon.buffers().clone()));
+    let _ = hub_slot.set(hub.clone());
+    {
+        let hub = hub.clone();
+        daemon.set_bridge_factory(Arc::new(move |id: &str| hub.bridge_for(id)));
+    }
+
+    let count = Arc::new(ConnectionCount::default());
+    let rpc = {
+        let hub = hub.clone();
+        let count = count.clone();
+        RpcServiceBuilder::new()
+            .layer_fn(move |service| PerConnection::new(service, hub.clone(), count.clone()))
+    };
+    let server = Server::builder()
+        .set_config(
+            ServerConfig::builder()
+                .ws_only()
+                .max_connections(config.max_connections)
+                .max_request_body_size(config.max_message_bytes)
+                .max_response_body_size(config.max_message_bytes)
+                .build(),
+        )
+        .set_http_middleware(tower::ServiceBuilder::new().layer(auth::AuthLayer(
+            auth::Policy::new(&token, config.allowed_origins.clone()),
+        )))
+        .set_rpc_middleware(rpc)
+        .build("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?;
+    let port = server
+        .local_addr()
+        .map_err(|e| format!("cannot read the listening port: {e}"))?
+        .port();
+
+    let stop = CancellationToken::new();
+    let module = methods::module(methods::Ctx {
+        daemon: daemon.clone(),
+        hub: hub.clone(),
+        port,
+        stop: stop.clone(),
+    });
+    let handle = server.start(module);
+    let pid = std::process::id();
+    state::write_info(
+        &home,
+        &ServeInfo {
+            port,
+            pid,
+            token,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    tracing::info!(port, pid, "tandem serve listening on 127.0.0.1");
+
+    let why = tokio::select! {
+        _ = stop.cancelled() => "stop requested",
+        _ = signal() => "signal",
+        _ = idle(config.idle_exit(), count.clone(), daemon.clone()) => "idle",
+    };
+    tracing::info!("tandem serve stopping ({why})");
+    state::remove_info(&home, pid);
+    let _ = handle.stop();
+    daemon.shutdown().await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), handle.stopped()).await;
+    Ok(())
+}
+
+/// The daemon needs its sink before the hub exists (the hub needs the
+/// daemon's buffer cache); this forwards once the hub is set.
+struct LateSink(Arc<std::sync::OnceLock<Arc<Hub>>>);
+
+impl crate::core::log::EventSink for LateSink {
+    fn on_event(&self, session_id: &str, event: &crate::core::log::LoggedEvent) {
+        if let Some(hub) = self.0.get() {
+            hub.on_event(session_id, event);
+        }
+    }
+
+    fn on_replay(&self, session_id: &str, event: &crate::core::log::LoggedEvent) {
+        if let Some(hub) = self.0.get() {
+            hub.on_replay(session_id, event);
+        }
+    }
+}
+
+async fn signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => std::future::pending().await,
+    }
+}
+
+/// Resolves once no client has been connected and no turn has run for
+/// `limit` (never without a limit).
+async fn idle(limit: Option<Duration>, count: Arc<ConnectionCount>, daemon: Arc<Daemon>) {
+    let Some(limit) = limit else {
+        return std::future::pending().await;
+    };
+    let tick = (limit / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+    let mut since = Instant::now();
+    loop {
+        tokio::time::sleep(tick).await;
+        if count.get() > 0 || daemon.any_turn_running() {
+            since = Instant::now();
+        } else if since.elapsed() >= limit {
+            return;
+        }
+    }
+}
+
+/// `tandem serve --status`: prints what the running serve says.
+pub async fn status(home: PathBuf) -> u8 {
+    let info = match state::read_info(&home) {
+        Ok(Some(info)) if state::is_running(&home) => info,
+        Ok(_) => {
+            println!("tandem serve is not running");
+            return 3;
+        }
+        Err(e) => {
+            eprintln!("tandem serve: {e}");
+            return 1;
+        }
+    };
+    match client::call(&info, "serve/status").await {
+        Ok(status) => {
+            println!(
+                "tandem serve {} running: pid {}, port {}, {} client(s), {}",
+                status["version"].as_str().unwrap_or("?"),
+                status["pid"],
+                status["port"],
+                status["clients"],
+                if status["turnRunning"] == true {
+                    "a turn is running"
+                } else {
+                    "no turn running"
+                }
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!(
+                "tandem serve: pid {} holds the lock but does not answer: {e}",
+                info.pid
+            );
+            1
+        }
+    }
+}
+
+/// `tandem serve --stop`: asks the running serve to stop and waits (up to
+/// 10 s) until it has released its lock.
+pub async fn stop(home: PathBuf) -> u8 {
+    let info = match state::read_info(&home) {
+        Ok(Some(info)) if state::is_running(&home) => info,
+        Ok(_) => {
+            println!("tandem serve is not running");
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("tandem serve: {e}");
+            return 1;
+        }
+    };
+    if let Err(e) = client::call(&info, "serve/stop").await {
+        eprintln!("tandem serve: cannot ask pid {} to stop: {e}", info.pid);
+        return 1;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while state::is_running(&home) {
+        if Instant::now() >= deadline {
+            eprintln!("tandem serve: pid {} did not stop within 10 s", info.pid);
+            return 1;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    println!("tandem serve (pid {}) stopped", info.pid);
+    0
+}
