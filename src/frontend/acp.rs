@@ -80,7 +80,10 @@ impl AcpSink {
 /// JSON-RPC error instead.
 fn acp_stop_reason(reason: StopReason) -> &'static str {
     match reason {
-        StopReason::MaxTokens | StopReason::TokenBudget => "max_tokens",
+        // A spent money or token budget is closest to ACP's token limit.
+        StopReason::MaxTokens | StopReason::TokenBudget | StopReason::BudgetExceeded => {
+            "max_tokens"
+        }
         StopReason::MaxIterations => "max_turn_requests",
         StopReason::Refusal => "refusal",
         StopReason::Cancelled => "cancelled",
@@ -334,6 +337,8 @@ mod tests {
             "max_turn_requests"
         );
         assert_eq!(acp_stop_reason(StopReason::TokenBudget), "max_tokens");
+        assert_eq!(acp_stop_reason(StopReason::BudgetExceeded), "max_tokens");
+        assert_eq!(acp_stop_reason(StopReason::CompactionSpiral), "end_turn");
         assert_eq!(acp_stop_reason(StopReason::Cancelled), "cancelled");
         assert_eq!(acp_stop_reason(StopReason::LoopDetected), "end_turn");
     }

@@ -250,7 +250,9 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         | Event::StepStart { .. }
         | Event::AssistantMessage { .. }
         | Event::AttemptFailed { .. }
-        | Event::StepEnd { .. } => return None,
+        | Event::StepEnd { .. }
+        | Event::RetryBudgetSpent { .. }
+        | Event::BudgetExceeded { .. } => return None,
     };
     Some(update)
 }
