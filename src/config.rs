@@ -75,6 +75,9 @@ pub struct LimitsConfig {
     /// with jitter, up to `retry_max_delay_ms`. `Retry-After` wins.
     pub retry_base_delay_ms: u64,
     pub retry_max_delay_ms: u64,
+    /// Retries of failed model calls per turn, across every error kind, on
+    /// top of each kind's own bucket; 0 = no turn-wide cap.
+    pub max_retries_per_turn: u32,
     /// Tool calls of one response that may run at once.
     pub parallel_tools: usize,
     /// What counts as recent progress for the activity timeout.
@@ -102,6 +105,7 @@ impl Default for LimitsConfig {
             chunk_timeout_secs: 30.0,
             retry_base_delay_ms: 1000,
             retry_max_delay_ms: 30_000,
+            max_retries_per_turn: 8,
             parallel_tools: 4,
             activity_recent_secs: 30.0,
             max_input_chars: 0,

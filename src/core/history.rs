@@ -348,7 +348,11 @@ pub fn render_trajectory(events: &[LoggedEvent]) -> String {
             Event::ModeChanged { mode } => {
                 let _ = writeln!(out, "{ts} mode changed to {mode:?}");
             }
-            _ => {}
+            other => {
+                if let Some(line) = super::guards::describe(other) {
+                    let _ = writeln!(out, "{ts}     {line}");
+                }
+            }
         }
     }
     out

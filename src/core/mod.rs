@@ -4,6 +4,7 @@
 
 pub mod daemon;
 pub mod driver;
+pub mod guards;
 pub mod history;
 pub mod log;
 pub mod projection;

@@ -9,6 +9,7 @@ mod apply_patch;
 mod approvals;
 mod compaction;
 mod exec_cli;
+mod guards;
 mod layers;
 mod loop_inprocess;
 mod loop_wire;

@@ -99,6 +99,8 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
             loops: &mut loops,
             started: Instant::now(),
             last_progress: Instant::now(),
+            retries: 0,
+            failures: Default::default(),
         };
         let end = turn.run(inputs).await;
         let usage = turn.usage;

@@ -59,6 +59,10 @@ pub(super) struct Turn<'a> {
     /// call completed. Retries, failed or refused calls, reasoning alone
     /// and empty answers are not progress.
     pub(super) last_progress: Instant,
+    /// Retries made in this turn, across steps and error kinds, and the
+    /// failures seen by kind (`limits.max_retries_per_turn`).
+    pub(super) retries: u32,
+    pub(super) failures: std::collections::BTreeMap<String, u32>,
 }
 
 impl Turn<'_> {
