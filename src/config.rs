@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::vocab::approval::ApprovalMode;
 
+pub mod budget;
 pub mod tasks;
 
 /// Which wire format the model server speaks.
@@ -173,6 +174,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub approval: ApprovalConfig,
     pub tools: ToolsConfig,
+    /// Hard spending caps per turn, session and day.
+    pub budget: budget::BudgetConfig,
     /// Prices per model name (USD per million tokens), over the built-in
     /// table of known models.
     pub pricing: std::collections::BTreeMap<String, crate::vocab::pricing::Price>,

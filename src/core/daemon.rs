@@ -23,6 +23,7 @@ use super::log::{
 };
 use super::projection::Projection;
 use super::session::{RunState, Session, TurnReceipt};
+use super::spend::SpendBook;
 use super::tasks::{root_of, TaskState};
 use crate::buffers::BufferCache;
 use crate::config::tasks::TaskCatalog;
@@ -78,10 +79,13 @@ pub struct Daemon {
     extra_tools: Mutex<Vec<Arc<dyn Tool>>>,
     loading: Mutex<()>,
     tasks_state: TaskState,
+    /// Today's spending per workspace, read from the logs once a day.
+    spend: Arc<SpendBook>,
 }
 
 impl Daemon {
     pub fn new(options: DaemonOptions) -> Arc<Daemon> {
+        let spend = Arc::new(SpendBook::new(options.home.join("sessions")));
         Arc::new(Daemon {
             home: options.home,
             durability: options.durability,
@@ -97,6 +101,7 @@ impl Daemon {
             extra_tools: Mutex::new(Vec::new()),
             loading: Mutex::new(()),
             tasks_state: TaskState::default(),
+            spend,
         })
     }
 
@@ -348,6 +353,7 @@ impl Daemon {
             buffers: self.buffers.clone(),
             admission,
             bridge: self.bridge.clone(),
+            spend: self.spend.clone(),
         };
         let task = tokio::spawn(run_session(session.clone(), env, projection));
         self.tasks

@@ -9,4 +9,5 @@ pub mod history;
 pub mod log;
 pub mod projection;
 pub mod session;
+pub mod spend;
 pub mod tasks;

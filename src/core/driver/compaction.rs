@@ -64,6 +64,7 @@ impl Turn<'_> {
             error,
             usage,
         });
+        self.charge(&usage);
     }
 
     /// One summarization call: no tools, the stream timeouts of a step.
@@ -80,6 +81,15 @@ impl Turn<'_> {
             max_output_tokens: Some(2048),
         };
         let input_tokens = (messages[1].len_hint() / 4) as u64;
+        // A summary is a model call like any other: it is not made if it
+        // could cross a cap (the history is dropped instead, and the next
+        // call stops the turn).
+        if let Some(crossed) = self.cap_crossed(input_tokens, 2048) {
+            return Err(ProviderError::new(
+                ErrorKind::BadRequest,
+                super::budget::stop_message(&crossed),
+            ));
+        }
         stream_completion(
             self.env.provider.as_ref(),
             request,

@@ -59,6 +59,7 @@ impl Turn<'_> {
         let mut failures: HashMap<ErrorKind, u32> = HashMap::new();
         let mut attempt = 0;
         loop {
+            self.check_budget()?;
             attempt += 1;
             let (error, streamed) = match self.attempt(step, attempt).await {
                 Ok(completion) => return Ok((completion, attempt)),

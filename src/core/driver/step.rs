@@ -68,6 +68,7 @@ impl Turn<'_> {
                 session: *self.session_usage,
                 cost,
             });
+            self.charge(&completion.usage);
             if finish == FinishReason::Length {
                 hit_max_tokens = true;
             }

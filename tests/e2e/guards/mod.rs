@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::support::client::{tandem_bin, Editor};
 use crate::support::model_server::ModelServer;
 
+mod budget;
 mod retry_budget;
 
 /// An editor on `root` with a session whose config is the scripted
