@@ -91,6 +91,10 @@ pub struct LimitsConfig {
     /// Share of the context window the most recent messages may keep when
     /// compacting.
     pub compact_keep_ratio: f64,
+    /// Compactions in one turn with no completed tool call and no new
+    /// answer text between them before the turn stops
+    /// (`compaction_spiral`); 0 = never.
+    pub max_compactions_without_progress: u32,
 }
 
 impl Default for LimitsConfig {
@@ -112,6 +116,7 @@ impl Default for LimitsConfig {
             max_input_chars: 0,
             compact_threshold: 0.8,
             compact_keep_ratio: 0.4,
+            max_compactions_without_progress: 2,
         }
     }
 }

@@ -106,6 +106,8 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
             last_progress: Instant::now(),
             retries: 0,
             failures: Default::default(),
+            compactions_without_progress: 0,
+            progress_at_compaction: None,
         };
         let end = turn.run(inputs).await;
         let usage = turn.usage;

@@ -131,6 +131,9 @@ impl Turn<'_> {
                     "the provider said the request does not fit the context window",
                 )
                 .await;
+                if let Some(end) = self.compaction_spiral() {
+                    return Err(end);
+                }
                 continue;
             }
             let delay = backoff_delay(self.limits, failed, error.retry_after);

@@ -63,6 +63,10 @@ pub(super) struct Turn<'a> {
     /// failures seen by kind (`limits.max_retries_per_turn`).
     pub(super) retries: u32,
     pub(super) failures: std::collections::BTreeMap<String, u32>,
+    /// Compactions since the work last moved on, and `last_progress` as it
+    /// was at the latest of them (`limits.max_compactions_without_progress`).
+    pub(super) compactions_without_progress: u32,
+    pub(super) progress_at_compaction: Option<Instant>,
 }
 
 impl Turn<'_> {

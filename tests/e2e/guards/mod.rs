@@ -12,6 +12,7 @@ use crate::support::model_server::ModelServer;
 
 mod budget;
 mod retry_budget;
+mod spiral;
 
 /// An editor on `root` with a session whose config is the scripted
 /// server's with `limits`, and `extra` merged in at the top level.
