@@ -13,6 +13,7 @@ use crate::support::model_server::ModelServer;
 mod budget;
 mod retry_budget;
 mod siblings;
+mod slow_reader;
 mod spiral;
 
 /// An editor on `root` with a session whose config is the scripted
