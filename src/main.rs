@@ -48,6 +48,15 @@ enum Command {
     Replay {
         /// The session id (see `tandem sessions`).
         session_id: String,
+        /// Print tool output, answers and prompts whole.
+        #[arg(long)]
+        full: bool,
+        /// Print one JSON object per line (the log's vocabulary) for tools.
+        #[arg(long)]
+        json: bool,
+        /// Only this turn (`3` or `t3`).
+        #[arg(long, value_name = "N")]
+        turn: Option<String>,
     },
 }
 
@@ -101,24 +110,18 @@ fn list_sessions() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn replay(session_id: &str) -> ExitCode {
-    let path = tandem_home()
-        .join("sessions")
-        .join(format!("{session_id}.jsonl"));
-    match tandem::core::log::read_log(&path) {
-        Ok((header, events)) => {
-            println!(
-                "session {} created {} in {}",
-                header.session_id,
-                header.created,
-                header
-                    .workspace
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            print!("{}", tandem::core::history::render_trajectory(&events));
+fn replay(session_id: &str, full: bool, json: bool, turn: Option<String>) -> ExitCode {
+    use tandem::core::history::{replay_session, ReplayFormat, ReplayOptions};
+    let format = if json {
+        ReplayFormat::Json
+    } else {
+        ReplayFormat::Text
+    };
+    let options = ReplayOptions { full, turn };
+    let dir = tandem_home().join("sessions");
+    match replay_session(&dir, session_id, &options, format) {
+        Ok(text) => {
+            print!("{text}");
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -230,7 +233,12 @@ fn main() -> ExitCode {
                 mode,
             }) => exec(task, file, range, mode).await,
             Some(Command::Sessions) => list_sessions(),
-            Some(Command::Replay { session_id }) => replay(&session_id),
+            Some(Command::Replay {
+                session_id,
+                full,
+                json,
+                turn,
+            }) => replay(&session_id, full, json, turn),
             None => autodetect().await,
         }
     });

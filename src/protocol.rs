@@ -84,6 +84,10 @@ pub struct NewSessionResult {
 pub struct PromptParams {
     pub session_id: String,
     pub prompt: Vec<ContentBlock>,
+    /// Set by the LSP frontend itself (never by the editor's value): the
+    /// key under which a `$/cancelRequest` for this request is tracked.
+    #[serde(rename = "$requestId", default, skip_serializing)]
+    pub request_key: Option<String>,
 }
 
 /// Token counts on the wire, with their cost when the model's price is

@@ -49,8 +49,22 @@ pub struct LoggedEvent {
     pub seq: u64,
     /// RFC 3339 UTC timestamp with milliseconds.
     pub ts: String,
+    /// Set on the events crash recovery wrote when it closed what a
+    /// stopped daemon left open; absent on everything else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovered: Option<Recovered>,
     #[serde(flatten)]
     pub event: Event,
+}
+
+/// The mark of an event written by crash recovery: where the log stood
+/// when the daemon stopped (the last event it wrote), so a reader knows
+/// both when the crash happened (at or soon after `after_ts`) and when
+/// recovery wrote the event (its own `ts`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recovered {
+    pub after_seq: u64,
+    pub after_ts: String,
 }
 
 /// Told about every event after it is written, in log order. Called
@@ -167,6 +181,18 @@ impl Drop for SessionLock {
     }
 }
 
+/// The pid of the live process holding `<session_id>.lock` in `dir`, if
+/// any: a daemon has the session open. A stale lock (its process gone)
+/// counts as none.
+pub fn lock_owner(dir: &Path, session_id: &str) -> Option<u32> {
+    let pid = std::fs::read_to_string(dir.join(format!("{session_id}.lock")))
+        .ok()?
+        .trim()
+        .parse::<u32>()
+        .ok()?;
+    pid_alive(pid).then_some(pid)
+}
+
 /// Whether a process with this pid exists (Linux: `/proc/<pid>`).
 fn pid_alive(pid: u32) -> bool {
     pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists()
@@ -275,12 +301,23 @@ impl SessionLog {
     /// Appends an event, makes it durable if it is a boundary, then tells
     /// the sink. Returns the stored form.
     pub fn append(&self, event: Event) -> LoggedEvent {
+        self.append_marked(event, None)
+    }
+
+    /// Appends an event crash recovery synthesized, marked with where the
+    /// log stood when the daemon stopped.
+    pub fn append_recovered(&self, event: Event, mark: &Recovered) -> LoggedEvent {
+        self.append_marked(event, Some(mark.clone()))
+    }
+
+    fn append_marked(&self, event: Event, recovered: Option<Recovered>) -> LoggedEvent {
         let durable = event.is_durable_boundary();
         let logged = {
             let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
             let logged = LoggedEvent {
                 seq: writer.next_seq,
                 ts: now_rfc3339(),
+                recovered,
                 event,
             };
             writer.next_seq += 1;

@@ -139,6 +139,7 @@ mod tests {
             event: Box::new(LoggedEvent {
                 seq,
                 ts: String::new(),
+                recovered: None,
                 event: Event::AssistantChunk {
                     turn_id: "t1".into(),
                     step: 1,

@@ -250,6 +250,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         | Event::StepStart { .. }
         | Event::AssistantMessage { .. }
         | Event::AttemptFailed { .. }
+        | Event::ModelRequest { .. }
         | Event::StepEnd { .. }
         | Event::RetryBudgetSpent { .. }
         | Event::BudgetExceeded { .. } => return None,

@@ -160,6 +160,16 @@ pub enum InputQueue {
     NextStep,
 }
 
+impl InputQueue {
+    /// The protocol's name (`next_turn`, `next_step`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            InputQueue::NextTurn => "next_turn",
+            InputQueue::NextStep => "next_step",
+        }
+    }
+}
+
 /// One entry of a session log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -351,6 +361,27 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
     },
+    // Issue 19 (the replay's record of model requests) adds from here.
+    /// A model request is about to be sent: logged before it leaves, so a
+    /// request cut short by cancel, error or crash is on record, with what
+    /// streamed after it (the chunks of the same `step` and `attempt`).
+    ModelRequest {
+        turn_id: TurnId,
+        step: u32,
+        /// The attempt within the step (1, 2, ...); 0 for a compaction's
+        /// summary call.
+        attempt: u32,
+        /// `step` (the step's call) or `compaction` (a summary call).
+        purpose: String,
+        provider: String,
+        model: String,
+        /// How many messages and tool definitions were sent.
+        messages: usize,
+        tools: usize,
+        /// The estimate of the input's size (characters / 4) that the
+        /// first-token timeout was set from.
+        estimated_input_tokens: u64,
+    },
     // Guards of issue 13: why a turn was stopped by one of them.
     /// The turn's retry budget (`limits.max_retries_per_turn`, across every
     /// error kind) was spent; `errors` counts the failures seen by kind.
@@ -421,6 +452,7 @@ impl Event {
             | Event::StepEnd { turn_id, .. }
             | Event::UsageUpdate { turn_id, .. }
             | Event::TurnEnd { turn_id, .. }
+            | Event::ModelRequest { turn_id, .. }
             | Event::RetryBudgetSpent { turn_id, .. }
             | Event::BudgetExceeded { turn_id, .. } => Some(turn_id),
         }

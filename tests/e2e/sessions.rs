@@ -372,7 +372,11 @@ async fn tandem_replay_prints_the_trajectory_and_sessions_lists_it() {
     assert!(text.contains("== turn t1"), "{text}");
     assert!(text.contains("user (m1): read a.txt please"), "{text}");
     assert!(
-        text.contains("tool read_file {\"path\":\"a.txt\"} [call_1] -> Completed"),
+        text.contains("tool call requested: read_file {\"path\":\"a.txt\"} [call_1]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tool read_file [call_1] -> completed:"),
         "{text}"
     );
     assert!(text.contains("== end of t1: end_turn"), "{text}");

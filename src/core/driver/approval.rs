@@ -19,7 +19,10 @@ use crate::vocab::event::{Event, ToolStatus, TurnId};
 /// have no scope: remembering them would allow whatever they chain. A
 /// program that runs its arguments as code (a shell, an interpreter, a
 /// wrapper such as `env` or `xargs`) is remembered with its whole command
-/// line: allowing `sh` or `python` by name would allow anything at all.
+/// line: allowing `sh` or `python` by name would allow anything at all. So
+/// is a task runner whose arguments name project code to run (`make build`,
+/// `npm run build`, `cargo run`): the project's code is what the agent
+/// edits, so `make` or `npm run` by name would allow whatever it writes.
 pub fn command_scope(cmd: &str) -> Option<String> {
     const CHAINING: [&str; 9] = [";", "&", "|", ">", "<", "$(", "`", "\n", "\\"];
     if CHAINING.iter().any(|c| cmd.contains(c)) {
@@ -27,7 +30,7 @@ pub fn command_scope(cmd: &str) -> Option<String> {
     }
     let mut words = cmd.split_whitespace();
     let program = words.next()?;
-    if runs_its_arguments(program) {
+    if runs_its_arguments(program) || runs_project_code(cmd) {
         return Some(cmd.trim().to_string());
     }
     match words.next() {
@@ -62,6 +65,48 @@ fn runs_its_arguments(program: &str) -> bool {
     RUNS_ITS_ARGUMENTS.contains(&name)
 }
 
+/// Task runners: a program whose arguments name a target or script of the
+/// project (any arguments), or a program with a subcommand that runs one.
+const PROJECT_RUNNERS: [&str; 10] = [
+    "make", "gmake", "just", "rake", "ninja", "invoke", "tox", "nox", "mage", "task",
+];
+const PROJECT_RUN_SUBCOMMANDS: [(&str, &str); 19] = [
+    ("npm", "run"),
+    ("npm", "run-script"),
+    ("npm", "exec"),
+    ("pnpm", "run"),
+    ("pnpm", "exec"),
+    ("pnpm", "dlx"),
+    ("yarn", "run"),
+    ("yarn", "exec"),
+    ("yarn", "dlx"),
+    ("bun", "run"),
+    ("deno", "run"),
+    ("deno", "task"),
+    ("cargo", "run"),
+    ("go", "run"),
+    ("dotnet", "run"),
+    ("bundle", "exec"),
+    ("poetry", "run"),
+    ("uv", "run"),
+    ("pipenv", "run"),
+];
+
+/// Whether a command runs project code named by its arguments, so that
+/// only its exact command line may be remembered.
+fn runs_project_code(cmd: &str) -> bool {
+    let mut words = cmd.split_whitespace();
+    let Some(program) = words.next() else {
+        return false;
+    };
+    let name = program.rsplit('/').next().unwrap_or(program);
+    if PROJECT_RUNNERS.contains(&name) {
+        return true;
+    }
+    let sub = words.next().unwrap_or_default();
+    PROJECT_RUN_SUBCOMMANDS.contains(&(name, sub))
+}
+
 /// Whether a remembered scope covers a command: the same program (and
 /// subcommand) with any arguments, or, for a program that runs its
 /// arguments, the very same command line.
@@ -70,7 +115,7 @@ fn scope_covers(scope: &str, cmd: &str) -> bool {
         return false;
     };
     let program = own.split_whitespace().next().unwrap_or_default();
-    if runs_its_arguments(program) {
+    if runs_its_arguments(program) || runs_project_code(&own) {
         return own == scope;
     }
     own == scope || own.starts_with(&format!("{scope} "))
@@ -244,5 +289,33 @@ mod tests {
             assert_eq!(scope, cmd);
             assert!(!scope_covers(&scope, other), "{cmd} covers {other}");
         }
+    }
+
+    #[test]
+    fn task_runners_are_remembered_as_the_exact_command() {
+        for (cmd, other) in [
+            ("make build", "make clean"),
+            ("make", "make install"),
+            ("npm run build", "npm run postinstall"),
+            ("npm run build", "npm run build -- --evil"),
+            ("cargo run --release", "cargo run --bin other"),
+            ("go run ./cmd/x", "go run ./cmd/y"),
+            ("uv run pytest", "uv run python -c 'x'"),
+        ] {
+            let scope = command_scope(cmd).unwrap();
+            assert_eq!(scope, cmd);
+            assert!(scope_covers(&scope, cmd));
+            assert!(!scope_covers(&scope, other), "{cmd} covers {other}");
+        }
+        // A fixed subcommand that names no project script keeps its
+        // two-word scope.
+        assert_eq!(
+            command_scope("npm install left-pad").as_deref(),
+            Some("npm install")
+        );
+        assert_eq!(
+            command_scope("cargo test -p x").as_deref(),
+            Some("cargo test")
+        );
     }
 }

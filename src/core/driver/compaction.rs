@@ -18,7 +18,7 @@ Be specific and concise; keep names, paths and numbers exact. Answer with the su
 impl Turn<'_> {
     /// Tier-2 compaction: when the request would fill more than
     /// `compact_threshold` of the context window, summarize the oldest part.
-    pub(super) async fn compact_if_needed(&mut self) {
+    pub(super) async fn compact_if_needed(&mut self, step: u32) {
         let window = self.session.config.model.context_window.max(1);
         let used = self.projection.estimated_tokens() as f64 / window as f64;
         if used > self.limits.compact_threshold {
@@ -26,14 +26,15 @@ impl Turn<'_> {
                 "the history fills {:.0}% of the {window}-token context window",
                 used * 100.0
             );
-            self.compact(self.limits.compact_keep_ratio, &why).await;
+            self.compact(step, self.limits.compact_keep_ratio, &why)
+                .await;
         }
     }
 
     /// Summarizes everything but the head and the most recent messages
     /// (within `keep_ratio` of the window) with the model; if that fails,
     /// drops them instead. Either way the result is a `compacted` event.
-    pub(super) async fn compact(&mut self, keep_ratio: f64, why: &str) {
+    pub(super) async fn compact(&mut self, step: u32, keep_ratio: f64, why: &str) {
         let window = self.session.config.model.context_window as f64;
         let keep_chars = (window * keep_ratio * 4.0) as usize;
         let Some(plan) = self.projection.compaction_plan(keep_chars) else {
@@ -44,7 +45,7 @@ impl Turn<'_> {
         };
         tracing::info!(removed = plan.to - plan.from, "compacting: {why}");
         let transcript = self.projection.transcript(plan);
-        let (summary, error, usage) = match self.summarize(transcript).await {
+        let (summary, error, usage) = match self.summarize(step, transcript).await {
             Ok(done) if !done.text.trim().is_empty() => {
                 (Some(done.text.trim().to_string()), None, done.usage)
             }
@@ -92,7 +93,7 @@ impl Turn<'_> {
     }
 
     /// One summarization call: no tools, the stream timeouts of a step.
-    async fn summarize(&self, transcript: String) -> Result<Completion, ProviderError> {
+    async fn summarize(&self, step: u32, transcript: String) -> Result<Completion, ProviderError> {
         let messages = [
             ModelMessage::System {
                 text: SUMMARY_PROMPT.to_string(),
@@ -114,6 +115,17 @@ impl Turn<'_> {
                 super::budget::stop_message(&crossed),
             ));
         }
+        self.session.log.append(Event::ModelRequest {
+            turn_id: self.turn_id.clone(),
+            step,
+            attempt: 0,
+            purpose: "compaction".to_string(),
+            provider: self.env.provider.name().to_string(),
+            model: self.env.provider.model().to_string(),
+            messages: messages.len(),
+            tools: 0,
+            estimated_input_tokens: input_tokens,
+        });
         stream_completion(
             self.env.provider.as_ref(),
             request,

@@ -127,6 +127,7 @@ impl Turn<'_> {
                 // Each retry keeps less of the recent history.
                 let keep = self.limits.compact_keep_ratio / f64::from(failed + 1);
                 self.compact(
+                    step,
                     keep,
                     "the provider said the request does not fit the context window",
                 )

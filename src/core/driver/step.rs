@@ -27,7 +27,7 @@ impl Turn<'_> {
             });
             // Compaction first: it summarizes; trimming (a repair) only
             // drops, as the last resort when even that did not fit.
-            self.compact_if_needed().await;
+            self.compact_if_needed(step).await;
             if let Some(end) = self.compaction_spiral() {
                 self.end_step(step);
                 return end;

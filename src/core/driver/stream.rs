@@ -38,6 +38,19 @@ impl Turn<'_> {
             },
         };
         let input_tokens = self.projection.estimated_tokens();
+        // On record before it leaves: a request cut short by a cancel, an
+        // error or a crash still shows in the log (and in `tandem replay`).
+        self.session.log.append(Event::ModelRequest {
+            turn_id: self.turn_id.clone(),
+            step,
+            attempt,
+            purpose: "step".to_string(),
+            provider: self.env.provider.name().to_string(),
+            model: self.env.provider.model().to_string(),
+            messages: request.messages.len(),
+            tools: request.tools.len(),
+            estimated_input_tokens: input_tokens,
+        });
         let (log, turn_id, last_progress) =
             (&self.session.log, &self.turn_id, &mut self.last_progress);
         let on_delta = |delta: StreamEvent| match delta {

@@ -13,6 +13,7 @@
 //! `tandem/prompt` handler — so every update of a turn precedes that turn's
 //! response, which has to travel through tower-lsp to reach the same queue.
 
+pub mod cancel_request;
 pub mod framing;
 pub mod outgoing;
 pub mod progress;
@@ -27,6 +28,7 @@ use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tower_lsp::Server;
 
+use self::cancel_request::RequestCancels;
 use self::framing::{encode, Frame, FrameReader};
 use self::outgoing::Outgoing;
 use self::progress::Progress;
@@ -249,11 +251,13 @@ where
             .turn_title(turn_id)
     }));
     let shutdown_requested = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let request_cancels = Arc::new(RequestCancels::default());
     let (service, socket) = server::build_service(
         daemon.clone(),
         shutdown_requested.clone(),
         outgoing.clone(),
         progress.clone(),
+        request_cancels.clone(),
     );
 
     // tower-lsp reads only well-formed frames from us, and what it writes
@@ -269,11 +273,15 @@ where
             .serve(service),
     );
     let forward_out = out.clone();
+    let answered = request_cancels.clone();
     let forwarder = tokio::spawn(async move {
         let mut reader = FrameReader::new(from_lsp);
         while let Some(frame) = reader.next().await {
             match frame {
-                Frame::Message { body, .. } => forward_out.send_body(body),
+                Frame::Message { body, value } => {
+                    answered.answered(&value);
+                    forward_out.send_body(body);
+                }
                 Frame::Invalid(e) => tracing::error!("tower-lsp wrote a bad frame: {e}"),
             }
         }
@@ -291,7 +299,9 @@ where
                 mut body,
                 mut value,
             } => {
-                if normalize_params(&mut value) {
+                let normalized = normalize_params(&mut value);
+                let tagged = request_cancels.track(&mut value);
+                if normalized || tagged {
                     body = serde_json::to_vec(&value).unwrap_or(body);
                 }
                 if Outgoing::is_ours(&value) {
@@ -307,6 +317,12 @@ where
                     if let Some(session) = progress.session_of(token) {
                         let _ = daemon.cancel(&session, true);
                     }
+                    continue;
+                }
+                if value.get("method").and_then(Value::as_str) == Some("$/cancelRequest")
+                    && request_cancels.cancel(&value)
+                {
+                    // The prompt's handler answers once its turn has ended.
                     continue;
                 }
                 let is_exit = value.get("method").and_then(|m| m.as_str()) == Some("exit");

@@ -189,11 +189,18 @@ impl ClientBridge for Outgoing {
                 "the editor cannot answer permission requests".to_string(),
             );
         }
-        let always = request
-            .always_scope
-            .as_deref()
-            .map(|scope| format!("Always allow `{scope}` in this session"))
-            .unwrap_or_else(|| "Always allow in this session".to_string());
+        // "Always" is offered only when there is something to remember (a
+        // command's scope); a choice that would remember nothing is not
+        // shown as if it did.
+        let mut options =
+            vec![json!({"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"})];
+        if let Some(scope) = request.always_scope.as_deref() {
+            options.push(json!({"optionId": "allow_always", "name": format!("Always allow `{scope}` in this session"), "kind": "allow_always"}));
+        }
+        options.push(json!({"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}));
+        if let Some(scope) = request.always_scope.as_deref() {
+            options.push(json!({"optionId": "reject_always", "name": format!("Always reject `{scope}` in this session"), "kind": "reject_always"}));
+        }
         let params = json!({
             "sessionId": request.session_id,
             "toolCall": {
@@ -203,12 +210,7 @@ impl ClientBridge for Outgoing {
                 "status": "pending",
                 "rawInput": request.raw_input,
             },
-            "options": [
-                {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
-                {"optionId": "allow_always", "name": always, "kind": "allow_always"},
-                {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
-                {"optionId": "reject_always", "name": "Always reject in this session", "kind": "reject_always"},
-            ],
+            "options": options,
         });
         match self.request(self.permission_method, params, cancel).await {
             BridgeOutcome::Answered(result) => {

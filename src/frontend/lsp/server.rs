@@ -15,6 +15,7 @@ use tower_lsp::jsonrpc::{Error, ErrorCode, Result};
 use tower_lsp::lsp_types::*;
 use tower_lsp::{Client, ClientSocket, LanguageServer, LspService};
 
+use super::cancel_request::RequestCancels;
 use super::outgoing::Outgoing;
 use super::progress::Progress;
 use crate::buffers::{self, PositionEncoding, TextChange};
@@ -46,6 +47,7 @@ pub struct Backend {
     shutdown_requested: Arc<AtomicBool>,
     outgoing: Arc<Outgoing>,
     progress: Arc<Progress>,
+    request_cancels: Arc<RequestCancels>,
 }
 
 /// Builds the service with tandem's extension methods.
@@ -54,12 +56,14 @@ pub fn build_service(
     shutdown_requested: Arc<AtomicBool>,
     outgoing: Arc<Outgoing>,
     progress: Arc<Progress>,
+    request_cancels: Arc<RequestCancels>,
 ) -> (LspService<Backend>, ClientSocket) {
     LspService::build(move |_client: Client| Backend {
         daemon,
         shutdown_requested,
         outgoing,
         progress,
+        request_cancels,
     })
     .custom_method("tandem/newSession", Backend::new_session)
     .custom_method("tandem/prompt", Backend::prompt)
@@ -445,16 +449,36 @@ impl Backend {
                 .daemon
                 .prompt(&params.session_id, user_content(params.prompt))
                 .map_err(daemon_error)?;
-            // tower-lsp drops this future when the editor sends `$/cancelRequest`
-            // for the prompt; the guard then withdraws the prompt, so cancelling
-            // the request cancels its turn instead of leaving it running unseen.
+            // `$/cancelRequest` for this request fires its token (see
+            // `cancel_request`): the prompt is withdrawn and the answer waits
+            // for the turn's end, so its updates come first. Should the future
+            // be dropped anyway (shutdown), the guard withdraws the prompt, so
+            // the turn does not run on unseen.
             let mut guard = WithdrawOnDrop {
                 daemon: self.daemon.clone(),
                 session_id: params.session_id.clone(),
-                message_id,
+                message_id: message_id.clone(),
                 armed: true,
             };
-            let receipt = receipt.await;
+            let cancelled = params
+                .request_key
+                .as_deref()
+                .and_then(|key| self.request_cancels.token(key));
+            let receipt = match cancelled {
+                Some(token) => {
+                    tokio::pin!(receipt);
+                    tokio::select! {
+                        receipt = &mut receipt => receipt,
+                        _ = token.cancelled() => {
+                            if let Ok(session) = self.daemon.session(&params.session_id) {
+                                session.withdraw_prompt(&message_id);
+                            }
+                            receipt.await
+                        }
+                    }
+                }
+                None => receipt.await,
+            };
             guard.armed = false;
             match receipt {
                 Ok(receipt) => Ok(prompt_result(receipt)),

@@ -183,6 +183,20 @@ async fn wait_until_gone(pid: u32) {
 }
 
 /// Answers every `tandem/requestPermission` with `option_id`.
+/// Answers `allow_always` for the one command line `cmd`, `reject_once` for
+/// every other.
+fn allow_always_only(editor: &mut Editor, cmd: &'static str) {
+    editor.on_request(move |method, params| {
+        let choice = if params["toolCall"]["rawInput"]["cmd"] == cmd {
+            "allow_always"
+        } else {
+            "reject_once"
+        };
+        (method == "tandem/requestPermission")
+            .then(|| json!({"outcome": {"outcome": "selected", "optionId": choice}}))
+    });
+}
+
 fn answer_permission(editor: &mut Editor, option_id: &'static str) {
     editor.on_request(move |method, _| {
         (method == "tandem/requestPermission")

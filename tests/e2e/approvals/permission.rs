@@ -5,8 +5,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    answer_permission, exec_call, logged, next_request, position, requests_of, review_session,
-    start_prompt_params, tool_result, Caps, PERMISSION,
+    allow_always_only, answer_permission, exec_call, logged, next_request, position, requests_of,
+    review_session, start_prompt_params, tool_result, Caps, PERMISSION,
 };
 use crate::support::model_server::{openai, ModelServer};
 
@@ -159,14 +159,7 @@ async fn review_mode_allow_always_remembers_the_command_prefix_in_later_turns() 
     server.push(openai::text(["third"]));
     let root = tempfile::tempdir().unwrap();
     let (mut editor, session) = review_session(&server, root.path(), PERMISSION).await;
-    editor.on_request(|method, params| {
-        let choice = match params["toolCall"]["rawInput"]["cmd"].as_str() {
-            Some("ls -a") => "allow_always",
-            _ => "reject_once",
-        };
-        (method == "tandem/requestPermission")
-            .then(|| json!({"outcome": {"outcome": "selected", "optionId": choice}}))
-    });
+    allow_always_only(&mut editor, "ls -a");
 
     let (first, _) = editor.prompt(&session, "list").await;
     assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
@@ -221,14 +214,7 @@ async fn allow_always_for_a_shell_command_does_not_allow_other_shell_commands() 
     server.push(openai::text(["second"]));
     let root = tempfile::tempdir().unwrap();
     let (mut editor, session) = review_session(&server, root.path(), PERMISSION).await;
-    editor.on_request(|method, params| {
-        let choice = match params["toolCall"]["rawInput"]["cmd"].as_str() {
-            Some("sh -c 'echo hi'") => "allow_always",
-            _ => "reject_once",
-        };
-        (method == "tandem/requestPermission")
-            .then(|| json!({"outcome": {"outcome": "selected", "optionId": choice}}))
-    });
+    allow_always_only(&mut editor, "sh -c 'echo hi'");
 
     editor.prompt(&session, "hi").await;
     editor.prompt(&session, "something else").await;
@@ -387,4 +373,57 @@ async fn cancel_while_permission_is_pending_withdraws_the_request_and_runs_nothi
     assert!(!root.path().join("ran").exists(), "the command ran");
     let results = logged(&editor, &session, "tool_result");
     assert_eq!(results[0]["status"], "not_run", "{results:?}");
+}
+
+#[tokio::test]
+async fn always_is_offered_only_with_what_it_would_remember() {
+    let server = ModelServer::start().await;
+    server.push(openai::tool_calls(&[(
+        "call_1",
+        "apply_patch",
+        &json!({"input": "*** Begin Patch\n*** Add File: new.txt\n+hi\n*** End Patch"}).to_string(),
+    )]));
+    server.push(openai::text(["patched"]));
+    server.push(exec_call("call_2", json!({"cmd": "ls && ls"})));
+    server.push(openai::text(["chained"]));
+    server.push(exec_call("call_3", json!({"cmd": "make build"})));
+    server.push(openai::text(["made"]));
+    let root = tempfile::tempdir().unwrap();
+    // No `workspace.applyEdit`: the patch is asked as a permission.
+    let (mut editor, session) = review_session(&server, root.path(), PERMISSION).await;
+    answer_permission(&mut editor, "reject_once");
+
+    for text in ["patch", "chain", "make"] {
+        let (response, _) = editor.prompt(&session, text).await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    }
+    let asked = requests_of(&editor, "tandem/requestPermission");
+    assert_eq!(asked.len(), 3);
+    let options = |request: &Value| -> Vec<(String, String)> {
+        request["params"]["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                (
+                    o["optionId"].as_str().unwrap().to_string(),
+                    o["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let once_only = vec![
+        ("allow_once".to_string(), "Allow once".to_string()),
+        ("reject_once".to_string(), "Reject".to_string()),
+    ];
+    // A patch through the permission fallback and a chained command leave
+    // nothing to remember, so "always" is not offered.
+    assert_eq!(options(&asked[0]), once_only, "{}", asked[0]);
+    assert_eq!(options(&asked[1]), once_only, "{}", asked[1]);
+    // A task runner is remembered as its exact command, and says so.
+    let make = options(&asked[2]);
+    assert_eq!(make.len(), 4, "{make:?}");
+    assert_eq!(make[1].1, "Always allow `make build` in this session");
+    assert_eq!(make[3].1, "Always reject `make build` in this session");
+    assert!(!root.path().join("new.txt").exists());
 }

@@ -213,22 +213,31 @@ async fn cancel_on_an_idle_session_is_a_no_op_that_leaves_nothing_behind() {
 }
 
 #[tokio::test]
-async fn cancel_request_for_a_running_prompt_cancels_its_turn() {
+async fn cancel_request_for_a_running_prompt_cancels_its_turn_and_answers_after_its_updates() {
     let server = ModelServer::start().await;
     let root = tempfile::tempdir().unwrap();
     let (mut editor, session) = session_with(&server, root.path(), json!({})).await;
     let id = start_stalled_turn(&mut editor, &session, &server).await;
 
     editor.notify("$/cancelRequest", json!({"id": id})).await;
-    let (response, _) = editor.response(id).await;
-    assert_eq!(response["error"]["code"], -32800, "{response}");
-    // The turn itself is cancelled, not left running unseen; its turn_end
-    // may follow the -32800.
+    let (response, at) = editor.response(id).await;
+    // Answered like `tandem/cancel`: the turn's receipt, not -32800, and
+    // only after the turn's last update.
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    assert_eq!(response["result"]["turnId"], "t1", "{response}");
     let end =
         seen_or_next_update(&mut editor, &session, |u| u["sessionUpdate"] == "turn_end").await;
     assert_eq!(end["turnId"], "t1");
     assert_eq!(end["update"]["stopReason"], "cancelled");
     assert_eq!(end["update"]["message"], "cancelled by the user");
+    let updates_after = editor.received[at..]
+        .iter()
+        .filter(|m| m["method"] == "tandem/update" && m["params"]["sessionId"] == session)
+        .count();
+    assert_eq!(
+        updates_after, 0,
+        "an update of the turn followed its answer"
+    );
     server.wait_for_hangups(1).await;
 
     server.push(openai::text(["still here"]));
@@ -254,7 +263,8 @@ async fn cancel_request_for_a_queued_prompt_discards_only_that_prompt() {
         .notify("$/cancelRequest", json!({"id": second}))
         .await;
     let (response, _) = editor.response(second).await;
-    assert_eq!(response["error"]["code"], -32800, "{response}");
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    assert_eq!(response["result"]["turnId"], Value::Null, "{response}");
     let discarded =
         seen_or_next_update(&mut editor, &session, |u| u["status"] == "discarded").await;
     assert_eq!(discarded["update"]["reason"], "its request was cancelled");

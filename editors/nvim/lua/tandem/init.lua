@@ -1,165 +1,256 @@
--- tandem for Neovim: starts `tandem lsp` as a language server, streams the
--- agent's answer into a scratch buffer (`tandem://chat`) and answers the
--- daemon's permission requests.
---
---   require('tandem').setup({ cmd = { 'tandem', 'lsp' } })
---   :TandemPrompt explain this file
---   :TandemCancel
---
--- Open buffers reach the daemon through the usual LSP document sync, so
--- the agent reads what you see, unsaved edits included.
+-- tandem for Neovim: `setup()`, the commands, the keymaps, and the Lua API.
+-- The parts: config (options), client (the daemon), session (prompts),
+-- chat and updates (the chat buffer), ask (permissions, questions),
+-- review (inline review of edits), tasks (keybinding tasks), health.
+-- See :help tandem.
+local ask = require('tandem.ask')
+local chat = require('tandem.chat')
+local client = require('tandem.client')
+local config = require('tandem.config')
+local review = require('tandem.review')
+local session = require('tandem.session')
+local tasks = require('tandem.tasks')
+local updates = require('tandem.updates')
 
 local M = {}
 
-M.config = {
-  cmd = { 'tandem', 'lsp' },
-  -- Sent as `initializationOptions` (same keys as config.toml).
-  init_options = nil,
-  -- The `config` of `tandem/newSession` (per-session overrides).
-  session_config = nil,
-  -- function(params) -> optionId; nil asks with vim.fn.confirm.
-  on_permission = nil,
-}
+local state = { setup = false, problems = {}, unknown = {} }
 
-local state = { client_id = nil, session = nil, buf = nil }
-
---- The chat buffer, created on first use.
-function M.output_buf()
-  if state.buf and vim.api.nvim_buf_is_valid(state.buf) then
-    return state.buf
+local function guarded(name, fn)
+  return function(err, params, ctx)
+    local ok, result = pcall(fn, err, params, ctx)
+    if not ok then
+      vim.notify('tandem: ' .. name .. ' failed: ' .. tostring(result), vim.log.levels.ERROR)
+      return nil
+    end
+    return result
   end
-  state.buf = vim.api.nvim_create_buf(false, true)
-  vim.api.nvim_buf_set_name(state.buf, 'tandem://chat')
-  vim.bo[state.buf].filetype = 'markdown'
-  return state.buf
-end
-
---- Appends text at the end of the chat buffer, continuing its last line.
-local function append(text)
-  local buf = M.output_buf()
-  local lines = vim.split(text, '\n', { plain = true })
-  local last = vim.api.nvim_buf_line_count(buf)
-  local current = vim.api.nvim_buf_get_lines(buf, last - 1, last, false)[1] or ''
-  lines[1] = current .. lines[1]
-  vim.api.nvim_buf_set_lines(buf, last - 1, last, false, lines)
-end
-
-local function ask_permission(params)
-  local options = params.options or {}
-  local labels = {}
-  for i, option in ipairs(options) do
-    labels[i] = '&' .. i .. ' ' .. option.name
-  end
-  local title = params.toolCall and params.toolCall.title or 'tandem'
-  local picked = vim.fn.confirm('tandem wants to: ' .. title, table.concat(labels, '\n'), #labels)
-  local option = options[picked] or options[#options]
-  return option and option.optionId or 'reject_once'
 end
 
 local handlers = {
-  ['tandem/update'] = function(_, params)
-    local update = params.update or {}
-    local kind = update.sessionUpdate
-    if kind == 'agent_message_chunk' then
-      append(update.content.text or '')
-    elseif kind == 'agent_message_reset' then
-      append('\n[the answer restarts]\n')
-    elseif kind == 'tool_call' then
-      append('\n> ' .. (update.title or update.toolCallId) .. '\n')
-    elseif kind == 'tool_call_update' and update.waitingFor then
-      append('\n[waiting for you: ' .. update.waitingFor .. ']\n')
-    elseif kind == 'turn_end' then
-      append('\n[' .. update.stopReason .. (update.message and (': ' .. update.message) or '') .. ']\n')
-    end
-  end,
+  ['tandem/update'] = guarded('tandem/update', function(_, params)
+    updates.handle(params)
+  end),
+  -- Requests: the return value is the answer. Not wrapped in pcall, so a
+  -- handler may yield while the user decides (a Lua error still becomes
+  -- an error answer).
   ['tandem/requestPermission'] = function(_, params)
-    local choose = M.config.on_permission or ask_permission
-    return { outcome = { outcome = 'selected', optionId = choose(params) } }
+    return ask.permission(params)
+  end,
+  ['tandem/requestUserInput'] = function(_, params)
+    return ask.user_input(params)
+  end,
+  ['workspace/applyEdit'] = function(_, params)
+    return review.handle(params)
   end,
 }
 
-function M.setup(opts)
-  M.config = vim.tbl_deep_extend('force', M.config, opts or {})
-  vim.api.nvim_create_user_command('TandemPrompt', function(o)
-    M.prompt(o.args)
-    vim.cmd('botright split')
-    vim.api.nvim_win_set_buf(0, M.output_buf())
-  end, { nargs = '+', desc = 'Ask tandem' })
-  vim.api.nvim_create_user_command('TandemCancel', function()
-    M.cancel()
-  end, { desc = 'Cancel the running tandem turn' })
+local function command(name, fn, opts)
+  opts = opts or {}
+  opts.desc = opts.desc or ('tandem: ' .. name)
+  vim.api.nvim_create_user_command(name, fn, opts)
 end
 
---- Starts (or reuses) the daemon for the current buffer's project.
-function M.start()
-  if state.client_id and vim.lsp.get_client_by_id(state.client_id) then
-    vim.lsp.buf_attach_client(0, state.client_id)
-    return state.client_id
+local function range_of(o)
+  if o.range and o.range > 0 then
+    return { buf = vim.api.nvim_get_current_buf(), line1 = o.line1, line2 = o.line2 }
   end
-  local capabilities = vim.tbl_deep_extend('force', vim.lsp.protocol.make_client_capabilities(), {
-    experimental = { tandem = { requestPermission = true, requestUserInput = false } },
+end
+
+local function create_commands()
+  command('TandemPrompt', function(o)
+    session.prompt(o.args, range_of(o))
+  end, { nargs = '+', range = true, desc = 'Ask tandem (with a range: about those lines)' })
+  command('TandemCancel', function()
+    session.cancel()
+  end, { desc = 'Cancel the running tandem turn' })
+  command('TandemSteer', function(o)
+    session.steer(o.args)
+  end, { nargs = '+', desc = 'Steer the running tandem turn' })
+  command('TandemMode', function(o)
+    session.set_mode(o.args)
+  end, {
+    nargs = 1,
+    complete = function()
+      return session.MODES
+    end,
+    desc = 'Set the approval mode: read-only, review or auto',
   })
-  state.client_id = vim.lsp.start({
-    name = 'tandem',
-    cmd = M.config.cmd,
-    root_dir = vim.fn.getcwd(),
-    capabilities = capabilities,
-    handlers = handlers,
-    init_options = M.config.init_options,
-    -- The agent must see every keystroke before a prompt goes out.
-    flags = { debounce_text_changes = 0 },
+  command('TandemChat', function()
+    chat.toggle()
+  end, { desc = 'Open or close the tandem chat' })
+  command('TandemSessions', function()
+    session.pick()
+  end, { desc = 'Pick a tandem session and load it into the chat' })
+  command('TandemTask', function(o)
+    local line1, line2 = o.line1, o.line2
+    if o.args == '' then
+      tasks.pick(0, line1, line2)
+    else
+      tasks.run(o.args, 0, line1, line2)
+    end
+  end, { nargs = '?', range = true, complete = tasks.complete, desc = 'Run a tandem task on the selection' })
+  command('TandemReviewAccept', function()
+    review.decide('accept')
+  end, { desc = 'Accept the hunk under the cursor' })
+  command('TandemReviewReject', function()
+    review.decide('reject')
+  end, { desc = 'Reject the hunk under the cursor' })
+  command('TandemReviewAcceptAll', function()
+    review.decide_all('accept')
+  end, { desc = 'Accept every remaining hunk of the proposal' })
+  command('TandemReviewRejectAll', function()
+    review.decide_all('reject')
+  end, { desc = 'Reject every remaining hunk of the proposal' })
+  command('TandemReviewNext', function()
+    review.jump(1)
+  end, { desc = 'Go to the next hunk under review' })
+  command('TandemReviewPrev', function()
+    review.jump(-1)
+  end, { desc = 'Go to the previous hunk under review' })
+  command('TandemReviewDiff', function()
+    review.diff()
+  end, { desc = 'Show the proposal side by side (diff mode)' })
+end
+
+-- The visual selection's lines (1-based), leaving visual mode.
+local function selection()
+  local a, b = vim.fn.line('v'), vim.fn.line('.')
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<Esc>', true, false, true), 'nx', false)
+  return math.min(a, b), math.max(a, b)
+end
+
+-- The visual keymaps the last setup() set, removed by the next one.
+local visual_maps = {}
+
+local function create_keymaps()
+  for _, lhs in ipairs(visual_maps) do
+    pcall(vim.keymap.del, 'x', lhs)
+  end
+  visual_maps = {}
+  local maps = {
+    task_edit = { tasks.edit, 'tandem: edit the selection (asks what to do)' },
+    task_explain = {
+      function(buf, l1, l2)
+        tasks.run('explain', buf, l1, l2)
+      end,
+      'tandem: explain the selection',
+    },
+    task_fix = {
+      function(buf, l1, l2)
+        tasks.run('fix', buf, l1, l2)
+      end,
+      'tandem: fix the selection',
+    },
+  }
+  for name, map in pairs(maps) do
+    local lhs = config.keymap(name)
+    if lhs then
+      vim.keymap.set('x', lhs, function()
+        local l1, l2 = selection()
+        map[1](vim.api.nvim_get_current_buf(), l1, l2)
+      end, { desc = map[2] })
+      table.insert(visual_maps, lhs)
+    end
+  end
+end
+
+local function create_autocmds()
+  local group = vim.api.nvim_create_augroup('tandem', { clear = true })
+  vim.api.nvim_create_autocmd({ 'BufReadPost', 'BufNewFile', 'BufFilePost' }, {
+    group = group,
+    desc = 'tandem: attach workspace files to the daemon so it reads unsaved edits',
+    callback = function(args)
+      client.attach(args.buf)
+    end,
   })
-  return state.client_id
+  vim.api.nvim_create_autocmd('VimLeavePre', {
+    group = group,
+    desc = 'tandem: let the daemon flush its session logs',
+    callback = function()
+      client.stop(1000)
+    end,
+  })
+end
+
+--- Configures tandem (see :help tandem-setup). Safe to call again.
+function M.setup(opts)
+  local resolved, problems, unknown = config.resolve(opts)
+  state.problems, state.unknown = problems, unknown
+  if #unknown > 0 then
+    vim.schedule(function()
+      vim.notify('tandem: unknown setup() option(s) ignored: ' .. table.concat(unknown, ', '), vim.log.levels.WARN)
+    end)
+  end
+  if not resolved then
+    vim.notify(
+      'tandem: invalid setup() options:\n- ' .. table.concat(problems, '\n- ') .. '\nSee :help tandem-options',
+      vim.log.levels.ERROR
+    )
+    return false
+  end
+  config.current = resolved
+  state.setup = true
+  -- The mode until the daemon reports a change (it reports changes only).
+  updates.status.mode = vim.tbl_get(resolved.session_config or {}, 'approval', 'mode')
+    or vim.tbl_get(resolved.init_options or {}, 'approval', 'mode')
+  client.set_handlers(handlers)
+  chat.on_send = function(text)
+    session.prompt(text)
+  end
+  create_commands()
+  create_keymaps()
+  create_autocmds()
+  return true
+end
+
+--- For :checkhealth: whether setup() ran, its problems and unknown keys.
+function M.is_setup()
+  return state.setup
+end
+
+function M.setup_problems()
+  return state.problems, state.unknown
+end
+
+--- Starts the daemon now (it also starts with the first prompt).
+function M.start()
+  return client.start()
 end
 
 --- Whether the daemon has answered `initialize`.
-function M.ready()
-  local client = state.client_id and vim.lsp.get_client_by_id(state.client_id)
-  return client ~= nil and client.initialized == true
-end
-
-local function client()
-  local id = state.client_id or M.start()
-  return vim.lsp.get_client_by_id(id)
-end
+M.ready = client.ready
 
 --- Sends a prompt; `on_done(err, receipt)` gets the turn's receipt.
 function M.prompt(text, on_done)
-  local c = client()
-  local function send()
-    append('\n## ' .. text .. '\n\n')
-    c:request('tandem/prompt', { sessionId = state.session, prompt = { { type = 'text', text = text } } },
-      function(err, result)
-        if on_done then
-          on_done(err, result)
-        elseif err then
-          vim.notify('tandem: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
-        end
-      end)
-  end
-  if state.session then
-    send()
-    return
-  end
-  c:request('tandem/newSession', { config = M.config.session_config }, function(err, result)
-    if err then
-      if on_done then
-        on_done(err, nil)
-      else
-        vim.notify('tandem: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
-      end
-      return
-    end
-    state.session = result.sessionId
-    send()
-  end)
+  session.prompt(text, nil, on_done)
 end
 
-function M.cancel()
-  local c = state.client_id and vim.lsp.get_client_by_id(state.client_id)
-  if c and state.session then
-    c:notify('tandem/cancel', { sessionId = state.session })
+M.cancel = session.cancel
+M.steer = session.steer
+M.set_mode = session.set_mode
+
+--- The chat buffer.
+M.output_buf = chat.buf
+
+--- A short statusline component: mode, running or idle, tokens.
+function M.statusline()
+  if not client.get() then
+    return ''
   end
+  local s = updates.status
+  local parts = { 'tandem' }
+  if s.mode then
+    table.insert(parts, s.mode)
+  end
+  table.insert(parts, s.running and 'running' or 'idle')
+  if review.pending() > 0 then
+    table.insert(parts, 'review')
+  end
+  if s.tokens > 0 then
+    table.insert(parts, s.tokens >= 1000 and string.format('%.1fk tok', s.tokens / 1000) or (s.tokens .. ' tok'))
+  end
+  return table.concat(parts, ' · ')
 end
 
 return M

@@ -1,0 +1,243 @@
+-- Renders `tandem/update` notifications into the chat buffer and keeps
+-- the status the statusline shows (mode, running or idle, tokens).
+local chat = require('tandem.chat')
+
+local M = {}
+
+--- Sessions whose history is being replayed (`tandem/loadSession`).
+M.replaying = {}
+
+--- What the statusline shows.
+M.status = { mode = nil, running = false, tokens = 0 }
+
+--- @type table<string, {title: string, kind: string, status: string, diff: string[]?}>
+local tools = {}
+
+local STATUS = {
+  pending = 'pending',
+  in_progress = 'running',
+  completed = 'done',
+  failed = 'failed',
+}
+
+local function tool_lines(id)
+  local tool = tools[id]
+  local lines = { string.format('- `%s` %s · %s', tool.kind, tool.title, tool.status) }
+  if tool.diff then
+    vim.list_extend(lines, tool.diff)
+  end
+  return lines
+end
+
+local text_diff = (vim.text and vim.text.diff) or vim.diff
+
+-- A diff content item as fenced unified-diff-ish lines.
+local function diff_lines(item)
+  local out = { '  ```diff', '  --- ' .. (item.oldText and item.path or '/dev/null'), '  +++ ' .. item.path }
+  local old = item.oldText and vim.split(item.oldText, '\n', { plain = true }) or {}
+  local new = vim.split(item.newText or '', '\n', { plain = true })
+  if old[#old] == '' then
+    table.remove(old)
+  end
+  if new[#new] == '' then
+    table.remove(new)
+  end
+  local function text(lines)
+    return #lines == 0 and '' or (table.concat(lines, '\n') .. '\n')
+  end
+  local indices = text_diff(text(old), text(new), { result_type = 'indices' })
+  for _, hunk in ipairs(indices or {}) do
+    local a, na, b, nb = hunk[1], hunk[2], hunk[3], hunk[4]
+    table.insert(out, string.format('  @@ -%d,%d +%d,%d @@', a, na, b, nb))
+    for i = a, a + na - 1 do
+      table.insert(out, '  -' .. old[i])
+    end
+    for i = b, b + nb - 1 do
+      table.insert(out, '  +' .. new[i])
+    end
+  end
+  table.insert(out, '  ```')
+  return out
+end
+
+local function first_text(content)
+  for _, block in ipairs(content or {}) do
+    if block.type == 'text' then
+      return block.text
+    end
+  end
+  return ''
+end
+
+local function resource_names(content)
+  local names = {}
+  for _, block in ipairs(content or {}) do
+    local uri = block.uri or (block.resource and block.resource.uri)
+    if uri then
+      local path = vim.fn.fnamemodify(vim.uri_to_fname((uri:gsub('#.*$', ''))), ':~:.')
+      local lines = uri:match('#(.*)$')
+      table.insert(names, lines and (path .. '#' .. lines) or path)
+    end
+  end
+  return names
+end
+
+local function plan_lines(entries)
+  local marks = { pending = '[ ]', in_progress = '[~]', completed = '[x]' }
+  local lines = { '**Plan**' }
+  for _, entry in ipairs(entries or {}) do
+    table.insert(lines, string.format('- %s %s', marks[entry.status] or '[ ]', entry.content))
+  end
+  return lines
+end
+
+-- Ids are the model's (tool calls) or per session (messages, turns):
+-- blocks are keyed by session and turn so two never share a key.
+local function key(kind, params, id)
+  return table.concat({ kind, params.sessionId or '', params.turnId or '', id or '' }, '/')
+end
+
+local renderers = {}
+
+function renderers.user_message(update, params)
+  chat.end_step()
+  local text = first_text(update.content)
+  local heading = vim.split(text, '\n', { plain = true })
+  local lines = { '## ' .. (heading[1] or '') }
+  for i = 2, #heading do
+    table.insert(lines, heading[i])
+  end
+  local names = resource_names(update.content)
+  if #names > 0 then
+    table.insert(lines, '_with ' .. table.concat(names, ', ') .. '_')
+  end
+  table.insert(lines, '')
+  chat.block(key('user', params, update.messageId or tostring(vim.uv.hrtime())), lines)
+end
+
+-- Whether the text streaming now is the model's reasoning (shown quoted).
+local thinking = false
+
+local function end_thought()
+  if thinking then
+    thinking = false
+    chat.start_line('')
+  end
+end
+
+function renderers.agent_thought_chunk(update)
+  chat.mark_step_start()
+  if not thinking then
+    thinking = true
+    chat.start_line('> ')
+  end
+  chat.append((string.gsub(update.content and update.content.text or '', '\n', '\n> ')))
+end
+
+function renderers.agent_message_chunk(update)
+  end_thought()
+  chat.mark_step_start()
+  chat.append(update.content and update.content.text or '')
+end
+
+function renderers.agent_message_reset()
+  chat.reset_step()
+end
+
+function renderers.tool_call(update, params)
+  chat.end_step()
+  local id = key('tool', params, update.toolCallId)
+  tools[id] = {
+    title = update.title or update.toolCallId,
+    kind = update.kind or 'other',
+    status = STATUS[update.status] or update.status or 'pending',
+  }
+  chat.block(id, tool_lines(id))
+end
+
+function renderers.tool_call_update(update, params)
+  local id = key('tool', params, update.toolCallId)
+  local tool = tools[id]
+  if not tool then
+    return
+  end
+  local fold = 0
+  if update.waitingFor then
+    tool.status = 'waiting for you (' .. update.waitingFor .. ')'
+  elseif update.status then
+    tool.status = STATUS[update.status] or update.status
+  elseif update.outputDelta then
+    return
+  end
+  for _, item in ipairs(update.content or {}) do
+    if item.type == 'diff' then
+      tool.diff = tool.diff or {}
+      local lines = diff_lines(item)
+      vim.list_extend(tool.diff, lines)
+      fold = fold + #lines
+    end
+  end
+  chat.block(id, tool_lines(id), fold)
+end
+
+function renderers.plan(update, params)
+  chat.end_step()
+  chat.block(key('plan', params), plan_lines(update.entries))
+end
+
+function renderers.current_mode_update(update)
+  M.status.mode = update.currentModeId
+end
+
+function renderers.usage(update)
+  local session = update.session or update.turn or {}
+  M.status.tokens = (session.inputTokens or 0) + (session.outputTokens or 0)
+end
+
+function renderers.input_status(update)
+  if update.status == 'claimed' then
+    M.status.running = true
+  end
+end
+
+function renderers.context_compacted(update)
+  chat.write(string.format('\n_[%d earlier messages compacted]_\n', update.removedMessages or 0))
+end
+
+function renderers.turn_end(update, params)
+  chat.end_step()
+  M.status.running = false
+  local text = '[' .. update.stopReason .. (update.message and (': ' .. update.message) or '') .. ']'
+  chat.block(key('end', params), { '', text, '' })
+  chat.flush()
+  vim.api.nvim_exec_autocmds('User', {
+    pattern = 'TandemTurnEnd',
+    modeline = false,
+    data = {
+      sessionId = params.sessionId,
+      turnId = params.turnId,
+      stopReason = update.stopReason,
+      message = update.message,
+      usage = update.usage,
+      replayed = M.replaying[params.sessionId] or nil,
+    },
+  })
+end
+
+--- The `tandem/update` handler.
+function M.handle(params)
+  local update = params and params.update or {}
+  if thinking and update.sessionUpdate ~= 'agent_thought_chunk' and update.sessionUpdate ~= 'agent_message_chunk' then
+    thinking = false
+  end
+  local render = renderers[update.sessionUpdate]
+  if render then
+    render(update, params)
+  end
+  if update.sessionUpdate == 'tool_call_update' and (update.status == 'completed' or update.status == 'failed') then
+    -- A review still open for a call that ended was withdrawn.
+    require('tandem.review').withdraw('tandem-patch-' .. update.toolCallId)
+  end
+end
+
+return M

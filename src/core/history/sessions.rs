@@ -1,0 +1,117 @@
+//! Summaries of the session logs for `tandem/listSessions` and
+//! `tandem sessions`.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::shorten;
+use crate::core::log::{read_log_contents, LogError};
+use crate::core::projection::render_user_content;
+use crate::vocab::event::Event;
+
+/// One line of `tandem/listSessions`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub session_id: String,
+    /// The header's title, else the start of the first prompt.
+    pub title: String,
+    pub workspace: Vec<String>,
+    pub created: String,
+    pub updated: String,
+    /// `running` (a turn is running in this daemon), `idle`, `interrupted`
+    /// (its log ends inside a turn), or `unreadable`.
+    pub state: String,
+    pub turn_count: usize,
+    /// `chat`, or `task` for the session keybinding tasks run in.
+    pub kind: String,
+}
+
+/// Summaries of the logs in a directory, newest first; `running` says
+/// which sessions this daemon has loaded and whether a turn runs.
+pub fn list_session_logs(dir: &Path, running: &HashMap<String, bool>) -> Vec<SessionSummary> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
+            continue;
+        }
+        match summarize(&path, running) {
+            Ok(summary) => out.push(summary),
+            Err(e) => {
+                let id = path
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or_default()
+                    .to_string();
+                out.push(SessionSummary {
+                    session_id: id,
+                    title: e.to_string(),
+                    workspace: Vec::new(),
+                    created: String::new(),
+                    updated: String::new(),
+                    state: "unreadable".to_string(),
+                    turn_count: 0,
+                    kind: "chat".to_string(),
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| b.updated.cmp(&a.updated));
+    out
+}
+
+fn summarize(path: &Path, running: &HashMap<String, bool>) -> Result<SessionSummary, LogError> {
+    let contents = read_log_contents(path)?;
+    let header = contents.header;
+    let mut turns = 0;
+    let mut open = false;
+    let mut first_prompt = None;
+    for logged in &contents.events {
+        match &logged.event {
+            Event::TurnStart { .. } => {
+                turns += 1;
+                open = true;
+            }
+            Event::TurnEnd { .. } => open = false,
+            Event::UserMessage { content, .. } if first_prompt.is_none() => {
+                first_prompt = Some(render_user_content(content));
+            }
+            _ => {}
+        }
+    }
+    let title = header
+        .title
+        .clone()
+        .or_else(|| first_prompt.map(|p| shorten(&p, 80)))
+        .unwrap_or_else(|| "(no prompt yet)".to_string());
+    let state = match running.get(&header.session_id) {
+        Some(true) => "running",
+        Some(false) => "idle",
+        None if open => "interrupted",
+        None => "idle",
+    };
+    Ok(SessionSummary {
+        session_id: header.session_id,
+        title,
+        workspace: header
+            .workspace
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        updated: contents
+            .events
+            .last()
+            .map(|e| e.ts.clone())
+            .unwrap_or_else(|| header.created.clone()),
+        created: header.created,
+        state: state.to_string(),
+        turn_count: turns,
+        kind: header.kind.unwrap_or_else(|| "chat".to_string()),
+    })
+}
