@@ -374,6 +374,9 @@ pub struct RunTaskParams {
     /// Run in this session instead of the workspace's task session.
     #[serde(default)]
     pub session_id: Option<String>,
+    /// Set by the LSP frontend itself: see [`PromptParams::request_key`].
+    #[serde(rename = "$requestId", default, skip_serializing)]
+    pub request_key: Option<String>,
 }
 
 /// The one argument of the `tandem.runTask` command, as code actions

@@ -372,12 +372,12 @@ pub fn parse_template(template: &str) -> Result<Vec<TemplatePart<'_>>, String> {
     while let Some(i) = rest.find(['{', '}']) {
         text.push_str(&rest[..i]);
         let tail = &rest[i..];
-        if tail.starts_with("{{") {
+        if let Some(after) = tail.strip_prefix("{{") {
             text.push('{');
-            rest = &tail[2..];
-        } else if tail.starts_with("}}") {
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("}}") {
             text.push('}');
-            rest = &tail[2..];
+            rest = after;
         } else if tail.starts_with('}') {
             return Err("a lone `}` (write `}}` for a brace)".to_string());
         } else {

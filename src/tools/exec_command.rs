@@ -2,7 +2,8 @@
 //! user's shell in the workspace, streaming its output to the editor.
 //!
 //! Approval (review mode asks first) happens in the driver before `run`;
-//! this tool only confines the working directory and runs.
+//! this tool only confines the working directory and runs: in the client's
+//! terminal when it has one (ACP `terminal/*`), else with the local runner.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,8 +12,11 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::exec::{run_command, CommandEnd, CommandSpec, DEFAULT_TIMEOUT};
+use super::exec::{
+    run_command, CommandEnd, CommandSpec, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT,
+};
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
+use crate::vocab::bridge::{BridgeOutcome, TerminalCommand, TerminalEnd};
 
 /// Longest timeout a call may ask for.
 const MAX_TIMEOUT: Duration = Duration::from_secs(600);
@@ -92,13 +96,17 @@ impl Tool for ExecCommand {
                 args.workdir.unwrap_or_default()
             )));
         }
-        let mut spec = CommandSpec::new(args.cmd, workdir);
-        spec.env_allow = ctx.env_allow.clone();
-        spec.timeout = args
+        let timeout = args
             .timeout_ms
             .map(Duration::from_millis)
             .unwrap_or(DEFAULT_TIMEOUT)
             .min(MAX_TIMEOUT);
+        if ctx.bridge.facilities().terminal {
+            return in_client_terminal(args.cmd, workdir, timeout, ctx).await;
+        }
+        let mut spec = CommandSpec::new(args.cmd, workdir);
+        spec.env_allow = ctx.env_allow.clone();
+        spec.timeout = timeout;
         // The runner gets a task of its own. The driver drops this future
         // as soon as the turn is cancelled; dropped mid-run, the runner
         // would leave the killed shell to tokio's best-effort orphan
@@ -136,6 +144,59 @@ impl Tool for ExecCommand {
 
 /// Stops a call's runner when the call is given up on: closes its output
 /// stream and cancels it (a no-op once the runner has finished).
+/// Runs the command in the client's terminal (ACP `terminal/*`), where the
+/// user watches it; the same output cap and timeout hold, and a cancel (or
+/// the driver dropping the call) kills it there.
+async fn in_client_terminal(
+    cmd: String,
+    cwd: std::path::PathBuf,
+    timeout: Duration,
+    ctx: &ToolContext,
+) -> Result<String, ToolError> {
+    let cancel = ctx.cancel.child_token();
+    let _stop = StopOnDrop {
+        cancel: cancel.clone(),
+        stream_open: Arc::new(Mutex::new(false)),
+    };
+    let command = TerminalCommand {
+        session_id: ctx.session_id.clone(),
+        tool_call_id: ctx.call_id.clone(),
+        command: cmd,
+        cwd,
+        output_byte_limit: DEFAULT_MAX_OUTPUT_BYTES,
+        timeout,
+    };
+    let run = match ctx.bridge.run_in_terminal(command, &cancel).await {
+        BridgeOutcome::Answered(run) => run,
+        BridgeOutcome::Cancelled => {
+            return Err(ToolError::new("aborted: cancelled by the user"));
+        }
+        BridgeOutcome::Unavailable(why) => {
+            return Err(ToolError::new(format!(
+                "the command could not run in the editor's terminal: {why}"
+            )));
+        }
+    };
+    let status = match &run.end {
+        TerminalEnd::Exited(code) => format!("exit code {code}"),
+        TerminalEnd::Signalled(signal) => format!("killed by signal {signal}"),
+        TerminalEnd::TimedOut => format!("killed after timeout of {}ms", timeout.as_millis()),
+        TerminalEnd::Cancelled => return Err(ToolError::new("aborted: cancelled by the user")),
+    };
+    let mut text = status;
+    if run.truncated {
+        text.push_str(&format!(
+            "\n[... the start of the output was dropped; the last {} KiB follow ...]",
+            DEFAULT_MAX_OUTPUT_BYTES / 1024
+        ));
+    }
+    if !run.output.is_empty() {
+        text.push('\n');
+        text.push_str(&run.output);
+    }
+    Ok(text)
+}
+
 struct StopOnDrop {
     cancel: CancellationToken,
     stream_open: Arc<Mutex<bool>>,

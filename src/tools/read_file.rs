@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
+use crate::vocab::bridge::{BridgeOutcome, ClientFile};
 
 pub struct ReadFile;
 
@@ -103,6 +104,13 @@ impl Tool for ReadFile {
             .resolve(&args.path)
             .map_err(|e| ToolError::new(e.to_string()))?;
         let shown = ctx.workspace.display_path(&path);
+        if ctx.bridge.facilities().read_text_file && !path.is_dir() {
+            let text = read_through_client(ctx, path, &shown).await?;
+            if is_binary(text.as_bytes()) {
+                return Err(binary_error(&shown));
+            }
+            return number_lines(&text, offset, limit, &shown);
+        }
         let ctx = ctx.clone();
         tokio::task::spawn_blocking(move || {
             let text = read_text_file(&ctx, &path, &shown)?;
@@ -113,7 +121,28 @@ impl Tool for ReadFile {
     }
 }
 
-/// The only way this tool reads a file: the open buffer, else the disk.
+/// Reads through a client that owns the files (ACP's `fs/read_text_file`):
+/// it answers with its buffer, unsaved text included.
+pub async fn read_through_client(
+    ctx: &ToolContext,
+    path: std::path::PathBuf,
+    shown: &str,
+) -> Result<String, ToolError> {
+    let file = ClientFile {
+        session_id: ctx.session_id.clone(),
+        path,
+    };
+    match ctx.bridge.read_text_file(file, &ctx.cancel).await {
+        BridgeOutcome::Answered(text) => Ok(text),
+        BridgeOutcome::Cancelled => Err(ToolError::new(format!("reading `{shown}` was cancelled"))),
+        BridgeOutcome::Unavailable(why) => Err(ToolError::new(format!(
+            "the editor could not read `{shown}`: {why}"
+        ))),
+    }
+}
+
+/// Without a client that owns the files, the only way this tool reads a
+/// file: the open buffer, else the disk.
 fn text_of(ctx: &ToolContext, path: &Path) -> io::Result<String> {
     ctx.buffers.read_text(path)
 }

@@ -108,6 +108,11 @@ impl Tool for RequestUserInput {
             questions: args["questions"].clone(),
         };
         match ctx.bridge.request_user_input(request, &ctx.cancel).await {
+            BridgeOutcome::Answered(answers) if answers["outcome"] == "declined" => {
+                Err(ToolError::rejected(
+                    "The user declined to answer; do not ask again, go on without the answers.",
+                ))
+            }
             BridgeOutcome::Answered(answers) => Ok(format!("The user answered: {answers}")),
             BridgeOutcome::Cancelled if ctx.cancel.is_cancelled() => {
                 // The turn was cancelled, so the driver records this call

@@ -23,6 +23,56 @@ pub struct ClientAbilities {
     pub resource_operations: bool,
 }
 
+/// What the client offers besides questions and edits: its own view of the
+/// files (ACP's `fs/read_text_file`, `fs/write_text_file`). Apart from
+/// [`ClientAbilities`] so that frontends without them (LSP, exec) need not
+/// name them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientFacilities {
+    /// Reads go to the client, which answers with its buffer when the file
+    /// is open there (unsaved text included).
+    pub read_text_file: bool,
+    /// Writes go to the client, which updates its buffer (and the disk, as
+    /// it sees fit).
+    pub write_text_file: bool,
+    /// Commands run in the client's terminal (ACP `terminal/*`), which the
+    /// user watches live.
+    pub terminal: bool,
+}
+
+/// A command for the client's terminal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TerminalCommand {
+    pub session_id: String,
+    pub tool_call_id: String,
+    /// A shell command line (run as `sh -c`).
+    pub command: String,
+    pub cwd: std::path::PathBuf,
+    /// The client keeps at most this many bytes of output (the end).
+    pub output_byte_limit: usize,
+    /// Killed when it runs longer.
+    pub timeout: std::time::Duration,
+}
+
+/// How a command in the client's terminal ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TerminalEnd {
+    Exited(i32),
+    Signalled(String),
+    TimedOut,
+    /// The turn was cancelled; the command was killed.
+    Cancelled,
+}
+
+/// A finished command of the client's terminal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TerminalRun {
+    pub end: TerminalEnd,
+    pub output: String,
+    /// The client dropped the start of the output to keep the limit.
+    pub truncated: bool,
+}
+
 /// The user's answer to a permission request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PermissionChoice {
@@ -124,9 +174,47 @@ pub struct ApplyEditResponse {
     pub failure_reason: Option<String>,
 }
 
+/// A file read or write through the client (`fs/*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientFile {
+    pub session_id: String,
+    /// Absolute, inside the workspace (the tool resolved it).
+    pub path: std::path::PathBuf,
+}
+
 #[async_trait::async_trait]
 pub trait ClientBridge: Send + Sync {
     fn abilities(&self) -> ClientAbilities;
+    /// The client's file facilities; none unless a frontend says so.
+    fn facilities(&self) -> ClientFacilities {
+        ClientFacilities::default()
+    }
+    /// The text of `file` as the client has it.
+    async fn read_text_file(
+        &self,
+        _file: ClientFile,
+        _cancel: &CancellationToken,
+    ) -> BridgeOutcome<String> {
+        BridgeOutcome::Unavailable("the client cannot read files".to_string())
+    }
+    /// Replaces the whole text of `file` in the client (creating it).
+    async fn write_text_file(
+        &self,
+        _file: ClientFile,
+        _text: String,
+        _cancel: &CancellationToken,
+    ) -> BridgeOutcome<()> {
+        BridgeOutcome::Unavailable("the client cannot write files".to_string())
+    }
+    /// Runs a command in the client's terminal until it exits, times out or
+    /// `cancel` fires (then it is killed); the terminal is released after.
+    async fn run_in_terminal(
+        &self,
+        _command: TerminalCommand,
+        _cancel: &CancellationToken,
+    ) -> BridgeOutcome<TerminalRun> {
+        BridgeOutcome::Unavailable("the client has no terminal".to_string())
+    }
     async fn request_permission(
         &self,
         request: PermissionRequest,

@@ -150,7 +150,10 @@ async fn an_acp_client_runs_a_turn_with_a_permission_prompt() {
         .expect("a permission request");
     assert_eq!(permission["params"]["sessionId"], session.as_str());
     assert_eq!(permission["params"]["toolCall"]["toolCallId"], "c1");
-    let kinds = update_kinds(&before);
+    let mut kinds = update_kinds(&before);
+    // The slash commands follow session/new's response.
+    assert_eq!(kinds[0], "available_commands_update", "{kinds:?}");
+    kinds.remove(0);
     assert_eq!(kinds[0], "user_message_chunk", "{kinds:?}");
     assert!(
         kinds.contains(&"tool_call".to_string()) && kinds.contains(&"tool_call_update".to_string())
@@ -218,4 +221,34 @@ async fn acp_errors_are_specific_and_the_agent_keeps_serving() {
             .contains("bad key"),
         "{reply}"
     );
+}
+
+#[tokio::test]
+async fn a_line_that_is_not_utf8_is_a_parse_error_and_the_agent_keeps_serving() {
+    let server = ModelServer::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let mut client = AcpClient::spawn(&["acp"], &server).await;
+    // Invalid UTF-8 inside a string and as a bare byte: both were once
+    // taken as the end of input.
+    client
+        .stdin
+        .write_all(
+            b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"initialize\",\"params\":\"\xff\xfe\"}\n",
+        )
+        .await
+        .unwrap();
+    let reply = client.next().await;
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    assert_eq!(reply["id"], Value::Null, "{reply}");
+    client.stdin.write_all(b"\xc3\x28\n").await.unwrap();
+    let reply = client.next().await;
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    let (init, _) = client
+        .request("initialize", json!({"protocolVersion": 1}), "")
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    let (new, _) = client
+        .request("session/new", json!({"cwd": root.path()}), "")
+        .await;
+    assert!(new["result"]["sessionId"].is_string(), "{new}");
 }

@@ -85,6 +85,20 @@ pub fn fit_line_break(replacement: &str, original: &str) -> String {
     out
 }
 
+/// The replacement without the indentation that precedes the selection on
+/// its line: a selection that starts after the indentation gets an answer
+/// that models usually indent anyway.
+pub fn fit_indent(replacement: &str, base: &str, selection_start: usize) -> String {
+    let line_start = base[..selection_start].rfind('\n').map_or(0, |i| i + 1);
+    let indent = &base[line_start..selection_start];
+    if !indent.is_empty() && indent.trim().is_empty() {
+        if let Some(rest) = replacement.strip_prefix(indent) {
+            return rest.to_string();
+        }
+    }
+    replacement.to_string()
+}
+
 /// Where the selection is in the current text: the same bytes when
 /// nothing in or around it changed, moved when edits happened only outside
 /// it, `None` when its own text changed.
@@ -94,9 +108,9 @@ pub fn locate(base: &str, selection: Bytes<usize>, current: &str) -> Option<Byte
     }
     let original = &base[selection.clone()];
     // One changed region, found from both ends.
-    let prefix = common_prefix(base.as_bytes(), current.as_bytes());
+    let prefix = common_prefix(base, current);
     let max_suffix = base.len().min(current.len()) - prefix;
-    let suffix = common_suffix(base.as_bytes(), current.as_bytes(), max_suffix);
+    let suffix = common_suffix(base, current, max_suffix);
     let changed_in_base = prefix..base.len() - suffix;
     let delta = current.len() as isize - base.len() as isize;
     if changed_in_base.end < selection.start
@@ -123,25 +137,24 @@ pub fn locate(base: &str, selection: Bytes<usize>, current: &str) -> Option<Byte
         .map(|at| at..at + original.len())
 }
 
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    let n = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    // Stay on a char boundary.
-    let mut n = n;
-    while n > 0 && !std::str::from_utf8(&a[..n]).is_ok() {
+fn common_prefix(a: &str, b: &str) -> usize {
+    let mut n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    // Stay on a char boundary of both.
+    while n > 0 && !(a.is_char_boundary(n) && b.is_char_boundary(n)) {
         n -= 1;
     }
     n
 }
 
-fn common_suffix(a: &[u8], b: &[u8], max: usize) -> usize {
+fn common_suffix(a: &str, b: &str, max: usize) -> usize {
     let mut n = a
-        .iter()
+        .bytes()
         .rev()
-        .zip(b.iter().rev())
+        .zip(b.bytes().rev())
         .take(max)
         .take_while(|(x, y)| x == y)
         .count();
-    while n > 0 && !std::str::from_utf8(&a[a.len() - n..]).is_ok() {
+    while n > 0 && !(a.is_char_boundary(a.len() - n) && b.is_char_boundary(b.len() - n)) {
         n -= 1;
     }
     n
@@ -322,6 +335,13 @@ mod tests {
         assert_eq!(strip_fence("\nfn a() {}\n\n"), "fn a() {}");
         assert_eq!(strip_fence("````\n```x```\n````"), "```x```");
         assert_eq!(strip_fence("```rust\nunclosed"), "```rust\nunclosed");
+    }
+
+    #[test]
+    fn the_indentation_before_the_selection_is_not_repeated() {
+        assert_eq!(fit_indent("    b = 2;", "a\n    b = 1;\n", 6), "b = 2;");
+        assert_eq!(fit_indent("    b = 2;", "a\n    b = 1;\n", 2), "    b = 2;");
+        assert_eq!(fit_indent("b = 2;", "a\n    b = 1;\n", 6), "b = 2;");
     }
 
     #[test]

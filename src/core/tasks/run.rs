@@ -18,7 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::catalog::{intersects, target};
 use super::inline_edit::{
-    fit_line_break, outcome_message, propose, strip_fence, EditContext, EditOutcome, Selection,
+    fit_indent, fit_line_break, outcome_message, propose, strip_fence, EditContext, EditOutcome,
+    Selection,
 };
 use super::prompt::{language_of, render, TaskContext, CONTEXT_LINES};
 use super::{root_of, TaskDiagnostic};
@@ -117,6 +118,15 @@ impl RunningTask {
         &self.session.id
     }
 
+    /// A handle that withdraws the task's prompt (discarded while queued,
+    /// its turn cancelled while running) without giving up the wait for
+    /// its receipt, so the answer still comes after the turn's updates.
+    pub fn withdrawer(&self) -> impl Fn() + Send + 'static {
+        let session = self.session.clone();
+        let message_id = self.message_id.clone();
+        move || session.withdraw_prompt(&message_id)
+    }
+
     /// Waits until the task's turn starts and returns its id; `None` when
     /// the prompt was discarded before a turn started.
     pub async fn started(&mut self) -> Option<TurnId> {
@@ -150,7 +160,14 @@ impl RunningTask {
     async fn inline_edit(&self, plan: &InlinePlan, turn_id: &str) -> (EditOutcome, String) {
         let answer = last_answer(&self.session, turn_id).unwrap_or_default();
         let original = &plan.selection.base[plan.selection.bytes.clone()];
-        let replacement = fit_line_break(&strip_fence(&answer), original);
+        let replacement = fit_line_break(
+            &fit_indent(
+                &strip_fence(&answer),
+                &plan.selection.base,
+                plan.selection.bytes.start,
+            ),
+            original,
+        );
         let outcome = if replacement.trim().is_empty() && !original.trim().is_empty() {
             EditOutcome::Refused {
                 reason: "the answer was empty".to_string(),
@@ -163,7 +180,9 @@ impl RunningTask {
                 mode: self.session.mode(),
                 task_id: &self.task.id,
                 task_title: &self.task.title,
-                annotation_id: format!("tandem-task-{turn_id}"),
+                // Turn ids restart in every session, so the session's id keeps two
+                // task sessions' proposals apart.
+                annotation_id: format!("tandem-task-{}-{turn_id}", self.session.id),
                 cancel: &cancel,
             };
             propose(&cx, &plan.selection, &replacement).await

@@ -1,4 +1,5 @@
-//! `$/cancelRequest` on a request that a turn answers (`tandem/prompt`).
+//! `$/cancelRequest` on a request that a turn answers (`tandem/prompt`,
+//! `tandem/runTask`).
 //!
 //! tower-lsp answers a cancelled request itself, with `-32800`, the moment
 //! it drops the handler, so the turn's last updates (through `turn_end`)
@@ -22,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) const REQUEST_KEY_FIELD: &str = "$requestId";
 
 /// Methods whose answer waits for a turn to end.
-const TURN_ANSWERED: [&str; 1] = ["tandem/prompt"];
+const TURN_ANSWERED: [&str; 2] = ["tandem/prompt", "tandem/runTask"];
 
 #[derive(Default)]
 pub struct RequestCancels {

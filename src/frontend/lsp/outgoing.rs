@@ -35,19 +35,28 @@ pub struct Outgoing {
     abilities: Mutex<ClientAbilities>,
     permission_method: &'static str,
     user_input_method: &'static str,
+    /// How a pending request is withdrawn: LSP's `$/cancelRequest {id}`,
+    /// ACP's `$/cancel_request {requestId}`.
+    cancel_method: &'static str,
 }
 
 impl Outgoing {
     pub fn new(out: OutboundQueue) -> Arc<Outgoing> {
-        Outgoing::with_methods(out, "tandem/requestPermission", "tandem/requestUserInput")
+        Outgoing::with_methods(
+            out,
+            "tandem/requestPermission",
+            "tandem/requestUserInput",
+            "$/cancelRequest",
+        )
     }
 
     /// With the method names of another wire (ACP's
-    /// `session/request_permission`).
+    /// `session/request_permission` and `$/cancel_request`).
     pub fn with_methods(
         out: OutboundQueue,
         permission: &'static str,
         user_input: &'static str,
+        cancel: &'static str,
     ) -> Arc<Outgoing> {
         Arc::new(Outgoing {
             out,
@@ -56,6 +65,7 @@ impl Outgoing {
             abilities: Mutex::new(ClientAbilities::default()),
             permission_method: permission,
             user_input_method: user_input,
+            cancel_method: cancel,
         })
     }
 
@@ -136,7 +146,7 @@ impl Outgoing {
         }
     }
 
-    /// Withdraws request `id` with `$/cancelRequest` if it is still
+    /// Withdraws request `id` (`$/cancelRequest`) if it is still
     /// pending: not when it was answered, nor when the connection closed.
     fn withdraw(&self, id: &str) {
         let pending = self
@@ -146,8 +156,13 @@ impl Outgoing {
             .remove(id)
             .is_some();
         if pending {
+            let field = if self.cancel_method == "$/cancel_request" {
+                "requestId"
+            } else {
+                "id"
+            };
             self.out.send_json(
-                &json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}),
+                &json!({"jsonrpc": "2.0", "method": self.cancel_method, "params": {field: id}}),
             );
         }
     }

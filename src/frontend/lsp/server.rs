@@ -575,7 +575,11 @@ impl Backend {
 
     async fn run_task(&self, params: RunTaskParams) -> Result<RunTaskResult> {
         guarded("tandem/runTask", async move {
-            super::tasks::run_task(&self.daemon, params).await
+            let cancelled = params
+                .request_key
+                .as_deref()
+                .and_then(|key| self.request_cancels.token(key));
+            super::tasks::run_task(&self.daemon, params, cancelled).await
         })
         .await
     }

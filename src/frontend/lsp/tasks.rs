@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 use tower_lsp::jsonrpc::{Error, ErrorCode, Result};
 use tower_lsp::lsp_types::{
     CodeAction, CodeActionKind, CodeActionOrCommand, CodeActionParams, CodeActionResponse, Command,
@@ -259,7 +260,14 @@ pub async fn execute_command(
 
 /// `tandem/runTask`: runs a task and answers when its turn (and inline
 /// edit) is over.
-pub async fn run_task(daemon: &Arc<Daemon>, params: RunTaskParams) -> Result<RunTaskResult> {
+/// `cancelled` fires on `$/cancelRequest` for this request (see
+/// `cancel_request`): the task's prompt is withdrawn and the answer still
+/// waits for its turn to end.
+pub async fn run_task(
+    daemon: &Arc<Daemon>,
+    params: RunTaskParams,
+    cancelled: Option<CancellationToken>,
+) -> Result<RunTaskResult> {
     let request = request_of(
         params.task,
         &params.text_document.uri,
@@ -270,7 +278,20 @@ pub async fn run_task(daemon: &Arc<Daemon>, params: RunTaskParams) -> Result<Run
         params.session_id,
     )?;
     let result = match start_task(daemon, request).await.map_err(task_error)? {
-        Started::Running(running) => running.finish().await.map_err(task_error)?,
+        Started::Running(running) => {
+            let withdraw = running.withdrawer();
+            let finish = running.finish();
+            tokio::pin!(finish);
+            let cancelled = cancelled.unwrap_or_default();
+            let ended = tokio::select! {
+                ended = &mut finish => ended,
+                _ = cancelled.cancelled() => {
+                    withdraw();
+                    finish.await
+                }
+            };
+            ended.map_err(task_error)?
+        }
         Started::Ended(result) => result,
     };
     Ok(run_task_result(result))

@@ -15,6 +15,11 @@
 //!   typing in changes (with undo) instead of the disk under it; closed files
 //!   are written to disk. Without `applyEdit` everything goes to disk and
 //!   open documents are updated in the cache.
+//! - a client that owns the files (ACP's `fs/write_text_file`): the files
+//!   the patch reads come from the client (`fs/read_text_file`), and
+//!   accepted additions and in-place updates are written through it, so
+//!   they land in its buffers; deletions and moves (which `fs/*` cannot
+//!   express) go to disk.
 //!
 //! After the editor accepts an edit, the documents it changed are watched
 //! until its `didChange`s arrive (or a short wait runs out), and the result
@@ -22,6 +27,7 @@
 //! landed. A rejection is a result for the model, not an error.
 
 mod classify;
+mod client_fs;
 mod disk;
 mod editor;
 mod outcome;
@@ -36,7 +42,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use self::disk::to_disk;
+use self::client_fs::write_files;
 use self::editor::through_editor;
 use self::outcome::Outcome;
 use self::plan::Plan;
@@ -135,9 +141,10 @@ impl Tool for ApplyPatch {
             return Err(ToolError::rejected(READ_ONLY));
         }
         let patch = parse_patch(&args.input).map_err(|e| not_applied(e.to_string()))?;
+        let client = plan::client_texts(&patch, ctx).await?;
         let plan = {
             let ctx = ctx.clone();
-            tokio::task::spawn_blocking(move || Plan::prepare(&patch, &ctx))
+            tokio::task::spawn_blocking(move || Plan::prepare(&patch, &ctx, &client))
                 .await
                 .map_err(internal)??
         };
@@ -198,8 +205,8 @@ async fn review(plan: &Arc<Plan>, raw_args: Value, ctx: &ToolContext) -> Result<
     };
     match ctx.bridge.request_permission(request, &ctx.cancel).await {
         BridgeOutcome::Answered(answer) if answer.choice.allows() => {
-            let outcome = to_disk(plan, plan.all(), ctx).await?;
-            finish(plan, &[outcome], ApprovalMode::Review)
+            let outcomes = write_files(plan, plan.all(), ctx).await?;
+            finish(plan, &outcomes, ApprovalMode::Review)
         }
         BridgeOutcome::Answered(answer) => {
             Err(ToolError::rejected(match answer.reason {
@@ -236,7 +243,7 @@ async fn auto(plan: &Arc<Plan>, ctx: &ToolContext) -> Result<String, ToolError> 
         outcomes.push(outcome);
     }
     if !to_write.is_empty() {
-        outcomes.push(to_disk(plan, to_write, ctx).await?);
+        outcomes.extend(write_files(plan, to_write, ctx).await?);
     }
     finish(plan, &outcomes, ApprovalMode::Auto)
 }

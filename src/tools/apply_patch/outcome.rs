@@ -18,6 +18,8 @@ pub(super) enum Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Route {
     Disk,
+    /// Written through the client's `fs/write_text_file`.
+    Client,
     /// Through the editor; how waiting for its changes ended.
     Editor(Wait),
 }

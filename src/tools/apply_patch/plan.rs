@@ -1,12 +1,14 @@
 //! Planning a patch: every file resolved, read and patched in memory before
 //! anything changes, so a patch that does not fit anywhere changes nothing.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::not_applied;
 use crate::tools::edits::FileChange;
 use crate::tools::patch::{apply_hunks, FileOp, Patch};
 use crate::tools::{ToolContext, ToolError, ToolEvent};
+use crate::vocab::bridge::{BridgeOutcome, ClientFile};
 use crate::vocab::event::FileDiff;
 
 /// A patch with every file's change computed and every path resolved.
@@ -25,8 +27,14 @@ pub(super) struct PlannedFile {
 
 impl Plan {
     /// Resolves and reads every file and applies every hunk, touching
-    /// nothing; any problem is an error naming the file.
-    pub(super) fn prepare(patch: &Patch, ctx: &ToolContext) -> Result<Plan, ToolError> {
+    /// nothing; any problem is an error naming the file. `client` holds the
+    /// texts a client that owns the files gave (see [`client_texts`]); the
+    /// others come from the buffer cache or the disk.
+    pub(super) fn prepare(
+        patch: &Patch,
+        ctx: &ToolContext,
+        client: &HashMap<PathBuf, String>,
+    ) -> Result<Plan, ToolError> {
         let mut claimed: Vec<(PathBuf, String)> = Vec::new();
         let mut files = Vec::with_capacity(patch.ops.len());
         for op in &patch.ops {
@@ -52,7 +60,7 @@ impl Plan {
                     }
                 }
                 FileOp::Delete { .. } => {
-                    let (old_text, open) = read_current(ctx, &path, written, "delete")?;
+                    let (old_text, open) = read_current(ctx, client, &path, written, "delete")?;
                     PlannedFile {
                         change: FileChange::Delete {
                             path,
@@ -64,7 +72,7 @@ impl Plan {
                     }
                 }
                 FileOp::Update { move_to, hunks, .. } => {
-                    let (old_text, open) = read_current(ctx, &path, written, "update")?;
+                    let (old_text, open) = read_current(ctx, client, &path, written, "update")?;
                     let update = apply_hunks(written, &old_text, hunks).map_err(not_applied)?;
                     let mut target = None;
                     if let Some(to) = move_to {
@@ -139,6 +147,47 @@ impl Plan {
     }
 }
 
+/// With a client that owns the files (ACP's `fs/read_text_file`), the text
+/// it has of every file the patch updates or deletes, so the patch applies
+/// to what the user sees. A file it cannot read is left to the disk (the
+/// client's error is usually "not found"; the plan then says so).
+pub(super) async fn client_texts(
+    patch: &Patch,
+    ctx: &ToolContext,
+) -> Result<HashMap<PathBuf, String>, ToolError> {
+    let mut texts = HashMap::new();
+    if !ctx.bridge.facilities().read_text_file {
+        return Ok(texts);
+    }
+    for op in &patch.ops {
+        if matches!(op, FileOp::Add { .. }) {
+            continue;
+        }
+        let path = resolve(ctx, op.path())?;
+        if path.is_dir() {
+            continue;
+        }
+        let file = ClientFile {
+            session_id: ctx.session_id.clone(),
+            path: path.clone(),
+        };
+        match ctx.bridge.read_text_file(file, &ctx.cancel).await {
+            BridgeOutcome::Answered(text) => {
+                texts.insert(path, text);
+            }
+            BridgeOutcome::Cancelled => return Err(ToolError::new("cancelled")),
+            BridgeOutcome::Unavailable(why) if path.exists() => {
+                return Err(not_applied(format!(
+                    "the editor could not read `{}`: {why}",
+                    op.path()
+                )))
+            }
+            BridgeOutcome::Unavailable(_) => {}
+        }
+    }
+    Ok(texts)
+}
+
 fn resolve(ctx: &ToolContext, written: &str) -> Result<PathBuf, ToolError> {
     ctx.workspace.resolve(written).map_err(not_applied)
 }
@@ -167,10 +216,14 @@ pub(super) fn exists(ctx: &ToolContext, path: &Path) -> bool {
 /// The text the user sees, and the buffer it came from when open.
 fn read_current(
     ctx: &ToolContext,
+    client: &HashMap<PathBuf, String>,
     path: &Path,
     written: &str,
     verb: &str,
 ) -> Result<(String, Option<crate::buffers::Snapshot>), ToolError> {
+    if let Some(text) = client.get(path) {
+        return Ok((text.clone(), None));
+    }
     if let Some(snapshot) = ctx.buffers.snapshot(path) {
         return Ok((snapshot.rope.to_string(), Some(snapshot)));
     }

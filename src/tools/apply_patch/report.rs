@@ -60,6 +60,7 @@ pub(super) fn report(plan: &Plan, outcomes: &[Outcome], mode: ApprovalMode) -> S
                 files.extend(f.iter());
                 match route {
                     Route::Disk => via_disk = true,
+                    Route::Client => {}
                     Route::Editor(wait) => {
                         via_editor = true;
                         timed_out |= *wait == Wait::TimedOut;

@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout, Command};
 
 use crate::support::client::{frame, tandem_bin};
-use crate::support::model_server::{openai, ModelServer, Reply, SseStep};
+use crate::support::model_server::{openai, ModelServer, Reply};
 
 const CHUNKS: usize = 3000;
 

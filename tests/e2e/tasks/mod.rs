@@ -115,6 +115,20 @@ impl Fixture {
         self.editor.request("tandem/runTask", params).await
     }
 
+    /// A `tandem/update` of `session` whose `update` `pred` accepts: one
+    /// received already, else the next one.
+    pub async fn update(&mut self, session: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let seen = self
+            .editor
+            .updates_of(session)
+            .into_iter()
+            .find(|u| pred(&u["update"]));
+        match seen {
+            Some(update) => update,
+            None => self.editor.wait_update(session, pred).await,
+        }
+    }
+
     /// The task sessions in `tandem/listSessions`.
     pub async fn task_sessions(&mut self) -> Vec<Value> {
         let listed = self.editor.request("tandem/listSessions", json!({})).await;

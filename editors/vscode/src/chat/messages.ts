@@ -1,0 +1,23 @@
+/** The messages between the extension and the chat webview: one union each way. */
+import type { ApprovalMode, PermissionOptionId } from '../lsp_ext';
+import type { Transcript, TranscriptEvent } from './transcript';
+
+export type Attach = 'selection' | 'file';
+
+/** Webview -> extension. */
+export type FromWebview =
+  | { type: 'ready' }
+  | { type: 'send'; text: string; attach: Attach[] }
+  | { type: 'cancel' }
+  | { type: 'setMode'; mode: ApprovalMode }
+  | { type: 'newSession' }
+  | { type: 'openSession' }
+  | { type: 'permission'; requestId: string; optionId: PermissionOptionId | 'cancelled' }
+  | { type: 'answer'; requestId: string; answers: Record<string, string> | null }
+  | { type: 'proposal'; toolCallId: string; action: 'accept' | 'reject' | 'preview' | 'diff' };
+
+/** Extension -> webview. */
+export type ToWebview =
+  | { type: 'snapshot'; transcript: Transcript; model?: string; roots?: string[] }
+  | { type: 'events'; events: TranscriptEvent[] }
+  | { type: 'focusPrompt' };

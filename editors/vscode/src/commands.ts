@@ -1,0 +1,77 @@
+/** One `(deps) => handler` factory per contributed command. */
+import * as vscode from 'vscode';
+import type { Ctx } from './ctx';
+import * as ext from './lsp_ext';
+import type { ChatSession } from './session';
+import type { Review } from './review';
+import { Review as ReviewClass } from './review';
+import type { Tasks } from './tasks';
+import { SECRET_API_KEY } from './config';
+
+export interface Deps {
+  ctx: Ctx;
+  chat: ChatSession;
+  review: Review;
+  tasks: Tasks;
+}
+
+type Factory = (d: Deps) => (...args: unknown[]) => unknown;
+
+function proposalOf(uri: unknown): string | undefined {
+  const u = uri instanceof vscode.Uri ? uri : vscode.window.activeTextEditor?.document.uri;
+  return u ? ReviewClass.toolCallIdOfUri(u) : undefined;
+}
+
+export const COMMANDS: Record<string, Factory> = {
+  'tandem.openChat': () => () => vscode.commands.executeCommand('tandem.chat.focus'),
+  'tandem.restart': ({ ctx }) => () => ctx.restart(),
+  'tandem.showLog': ({ ctx }) => () => ctx.output.show(),
+  'tandem.cancel': ({ chat }) => () => chat.cancel(),
+  'tandem.newSession': ({ chat }) => () => chat.newSession(),
+  'tandem.openSession': ({ ctx, chat }) => async () => {
+    const client = await ctx.ensureClient();
+    if (!client) return;
+    const folder = vscode.workspace.workspaceFolders?.[0]?.uri.toString();
+    const { sessions } = await client.sendRequest(ext.listSessions, folder ? { workspaceFolder: folder } : {});
+    const pick = await vscode.window.showQuickPick(
+      sessions.map((s) => ({
+        label: s.title,
+        description: new Date(s.updated).toLocaleString(),
+        detail: `${s.workspace.join(', ')} · ${s.turnCount} turn${s.turnCount === 1 ? '' : 's'} · ${s.state}`,
+        sessionId: s.sessionId,
+      })),
+      { title: 'tandem: Open Session', placeHolder: sessions.length ? 'Pick a session to reopen' : 'No sessions yet', matchOnDetail: true },
+    );
+    if (!pick) return;
+    await vscode.commands.executeCommand('tandem.chat.focus');
+    await chat.load(pick.sessionId);
+  },
+  'tandem.setMode': ({ chat }) => async (mode?: unknown) => {
+    const m = typeof mode === 'string' ? mode : await vscode.window.showQuickPick([...ext.APPROVAL_MODES], { title: 'tandem: approval mode' });
+    if (m && (ext.APPROVAL_MODES as readonly string[]).includes(m)) await chat.setMode(m as ext.ApprovalMode);
+  },
+  'tandem.editSelection': ({ tasks }) => () => tasks.runOnSelection('edit'),
+  'tandem.explainSelection': ({ tasks }) => () => tasks.runOnSelection('explain'),
+  'tandem.fixSelection': ({ tasks }) => () => tasks.runOnSelection('fix'),
+  'tandem.runTask': ({ tasks }) => (args?: unknown) => tasks.run(args),
+  'tandem.acceptProposal': ({ review }) => (uri?: unknown) => {
+    const id = proposalOf(uri);
+    if (id) return review.accept(id);
+  },
+  'tandem.rejectProposal': ({ review }) => (uri?: unknown) => {
+    const id = proposalOf(uri);
+    if (id) review.reject(id);
+  },
+  'tandem.setApiKey': ({ ctx }) => async () => {
+    const key = await vscode.window.showInputBox({
+      title: 'tandem: API key',
+      prompt: 'Stored in VS Code\'s secret storage and passed to the daemon in its environment (never in settings). Empty clears it.',
+      password: true,
+      ignoreFocusOut: true,
+    });
+    if (key === undefined) return;
+    if (key === '') await ctx.extCtx.secrets.delete(SECRET_API_KEY);
+    else await ctx.extCtx.secrets.store(SECRET_API_KEY, key);
+    await ctx.restart();
+  },
+};

@@ -1,0 +1,164 @@
+/**
+ * Typed twins of tandem's wire (protocol.md): one constant per method, one
+ * interface per shape. Nothing here knows about VS Code, so the protocol
+ * tests (plain Node + vscode-jsonrpc) use the same definitions as the
+ * extension.
+ */
+import { NotificationType, RequestType } from 'vscode-jsonrpc';
+
+export type ApprovalMode = 'read-only' | 'review' | 'auto';
+export const APPROVAL_MODES: readonly ApprovalMode[] = ['read-only', 'review', 'auto'];
+
+export type ContentBlock =
+  | { type: 'text'; text: string }
+  | { type: 'resource_link'; uri: string; name?: string }
+  | { type: 'resource'; resource: { uri: string; text?: string; mimeType?: string } };
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  cachedTokens: number;
+  costUsd?: number;
+}
+
+export type StopReason =
+  | 'end_turn' | 'max_tokens' | 'max_iterations' | 'token_budget' | 'timeout'
+  | 'loop_detected' | 'refusal' | 'cancelled' | 'blocked' | 'error' | 'interrupted';
+
+// ---- editor -> daemon ------------------------------------------------------
+
+export interface NewSessionParams { workspaceFolder?: string; title?: string; config?: Record<string, unknown> }
+export interface NewSessionResult { sessionId: string }
+export const newSession = new RequestType<NewSessionParams, NewSessionResult, void>('tandem/newSession');
+
+export interface PromptParams { sessionId: string; prompt: ContentBlock[] }
+export interface PromptResult { turnId: string | null; stopReason: StopReason; message?: string; usage: Usage }
+export const prompt = new RequestType<PromptParams, PromptResult, void>('tandem/prompt');
+
+export interface SteerParams { sessionId: string; prompt: ContentBlock[]; wake?: boolean }
+export const steer = new RequestType<SteerParams, { messageId: string }, void>('tandem/steer');
+
+export interface CancelParams { sessionId: string; keepInbox?: boolean }
+export const cancel = new NotificationType<CancelParams>('tandem/cancel');
+
+export interface SetModeParams { sessionId: string; mode: ApprovalMode }
+export const setMode = new RequestType<SetModeParams, { mode: ApprovalMode }, void>('tandem/setMode');
+
+export interface SessionSummary {
+  sessionId: string;
+  title: string;
+  workspace: string[];
+  created: string;
+  updated: string;
+  state: 'running' | 'idle' | 'interrupted' | 'unreadable';
+  turnCount: number;
+  kind?: string;
+}
+export const listSessions = new RequestType<{ workspaceFolder?: string }, { sessions: SessionSummary[] }, void>(
+  'tandem/listSessions',
+);
+export const loadSession = new RequestType<{ sessionId: string }, { sessionId: string; replayed: number }, void>(
+  'tandem/loadSession',
+);
+
+// ---- keybinding tasks (issue 11) -------------------------------------------
+
+export interface LspRange { start: { line: number; character: number }; end: { line: number; character: number } }
+export interface RunTaskArgs {
+  task: string;
+  uri: string;
+  range: LspRange;
+  version?: number;
+  diagnostics?: unknown[];
+  instruction?: string;
+  sessionId?: string;
+}
+export interface StartedTaskResult { sessionId: string; turnId: string | null }
+export interface RunTaskParams {
+  task: string;
+  textDocument: { uri: string; version?: number };
+  range: LspRange;
+  instruction?: string;
+  diagnostics?: unknown[];
+  sessionId?: string;
+}
+export const runTask = new RequestType<RunTaskParams, PromptResult & { sessionId: string }, void>('tandem/runTask');
+export const RUN_TASK_COMMAND = 'tandem.runTask';
+export const BUILTIN_TASKS = ['explain', 'fix', 'edit', 'tests', 'document'] as const;
+
+// ---- daemon -> editor ------------------------------------------------------
+
+export interface ToolCallDiff { type: 'diff'; path: string; oldText?: string; newText: string }
+export type ToolCallContent = { type: 'content'; content: ContentBlock } | ToolCallDiff;
+export interface PlanEntry { content: string; priority: string; status: 'pending' | 'in_progress' | 'completed' }
+
+export type SessionUpdate =
+  | { sessionUpdate: 'input_status'; messageIds: string[]; status: 'pending' | 'claimed' | 'discarded'; queue?: string; reason?: string }
+  | { sessionUpdate: 'user_message'; messageId: string; content: ContentBlock[] }
+  | { sessionUpdate: 'agent_message_chunk'; content: { type: 'text'; text: string } }
+  | { sessionUpdate: 'agent_thought_chunk'; content: { type: 'text'; text: string } }
+  | { sessionUpdate: 'agent_message_reset' }
+  | { sessionUpdate: 'tool_call'; toolCallId: string; title: string; kind: string; status: string; rawInput?: unknown }
+  | {
+      sessionUpdate: 'tool_call_update';
+      toolCallId: string;
+      status?: 'pending' | 'in_progress' | 'completed' | 'failed';
+      waitingFor?: 'permission' | 'input';
+      outputDelta?: string;
+      content?: ToolCallContent[];
+    }
+  | { sessionUpdate: 'plan'; entries: PlanEntry[] }
+  | { sessionUpdate: 'context_compacted'; removedMessages: number; summarized: boolean }
+  | { sessionUpdate: 'current_mode_update'; currentModeId: ApprovalMode }
+  | { sessionUpdate: 'usage'; call: Usage; turn: Usage; session: Usage }
+  | { sessionUpdate: 'turn_end'; stopReason: StopReason; message?: string; usage: Usage };
+
+export interface UpdateParams { sessionId: string; turnId?: string; update: SessionUpdate }
+export const update = new NotificationType<UpdateParams>('tandem/update');
+
+export type PermissionOptionId = 'allow_once' | 'allow_always' | 'reject_once' | 'reject_always';
+export interface PermissionOption { optionId: PermissionOptionId; name: string; kind: PermissionOptionId }
+export interface RequestPermissionParams {
+  sessionId: string;
+  toolCall: { toolCallId: string; title: string; kind: string; status: string; rawInput?: unknown };
+  options: PermissionOption[];
+}
+export type RequestPermissionResult =
+  | { outcome: { outcome: 'selected'; optionId: PermissionOptionId; reason?: string } }
+  | { outcome: { outcome: 'cancelled' } };
+export const requestPermission = new RequestType<RequestPermissionParams, RequestPermissionResult, void>(
+  'tandem/requestPermission',
+);
+
+export interface Question { id: string; question: string; options?: { label: string; description?: string }[] }
+export interface RequestUserInputParams { sessionId: string; toolCallId: string; questions: Question[] }
+export type RequestUserInputResult = { answers: Record<string, string> } | { outcome: 'cancelled' };
+export const requestUserInput = new RequestType<RequestUserInputParams, RequestUserInputResult, void>(
+  'tandem/requestUserInput',
+);
+
+/** `tandem-patch-<toolCallId>`: the change annotation of one agent patch. */
+export const PATCH_ANNOTATION_PREFIX = 'tandem-patch-';
+/** `tandem-task-<sessionId>-<turnId>`: the change annotation of a task's inline edit of a selection. */
+export const TASK_ANNOTATION_PREFIX = 'tandem-task-';
+
+/** The client capabilities tandem reads beyond the language client's own. */
+export const TANDEM_EXPERIMENTAL_CAPABILITIES = { requestPermission: true, requestUserInput: true } as const;
+
+/** Human words for a stop reason. */
+export function describeStopReason(reason: StopReason | string): string {
+  switch (reason) {
+    case 'end_turn': return 'Done';
+    case 'max_tokens': return 'Cut off at the output token limit';
+    case 'max_iterations': return 'Stopped: too many model calls';
+    case 'token_budget': return 'Stopped: token budget used up';
+    case 'timeout': return 'Stopped: no progress';
+    case 'loop_detected': return 'Stopped a loop';
+    case 'refusal': return 'The model refused';
+    case 'cancelled': return 'Cancelled';
+    case 'blocked': return 'Input rejected';
+    case 'error': return 'Failed';
+    case 'interrupted': return 'Interrupted (the daemon stopped)';
+    default: return String(reason);
+  }
+}

@@ -1,0 +1,150 @@
+//! The [`ClientBridge`] of an ACP client: permission through
+//! `session/request_permission`, questions through `elicitation/create`,
+//! files through `fs/*`, commands through `terminal/*`, each only when the
+//! client advertised it in `initialize`.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{client_fs, elicitation, terminal};
+use crate::frontend::lsp::outgoing::Outgoing;
+use crate::frontend::lsp::OutboundQueue;
+use crate::vocab::bridge::{
+    ApplyEditRequest, ApplyEditResponse, BridgeOutcome, ClientAbilities, ClientBridge,
+    ClientFacilities, ClientFile, PermissionAnswer, PermissionRequest, TerminalCommand,
+    TerminalRun, UserInputRequest,
+};
+
+/// What the client's `clientCapabilities` offer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct AcpCapabilities {
+    pub(super) read_text_file: bool,
+    pub(super) write_text_file: bool,
+    pub(super) elicitation_form: bool,
+    pub(super) terminal: bool,
+}
+
+impl AcpCapabilities {
+    pub(super) fn from_initialize(params: &Value) -> AcpCapabilities {
+        let caps = &params["clientCapabilities"];
+        AcpCapabilities {
+            read_text_file: caps["fs"]["readTextFile"] == true,
+            write_text_file: caps["fs"]["writeTextFile"] == true,
+            elicitation_form: caps["elicitation"]["form"].is_object(),
+            terminal: caps["terminal"] == true,
+        }
+    }
+}
+
+pub(super) struct AcpClient {
+    pub(super) outgoing: Arc<Outgoing>,
+    out: OutboundQueue,
+    capabilities: Mutex<AcpCapabilities>,
+}
+
+impl AcpClient {
+    pub(super) fn new(out: OutboundQueue) -> Arc<AcpClient> {
+        Arc::new(AcpClient {
+            outgoing: Outgoing::with_methods(
+                out.clone(),
+                "session/request_permission",
+                "elicitation/create",
+                "$/cancel_request",
+            ),
+            capabilities: Mutex::new(AcpCapabilities::default()),
+            out,
+        })
+    }
+
+    pub(super) fn set_capabilities(&self, capabilities: AcpCapabilities) {
+        *self.capabilities.lock().unwrap_or_else(|e| e.into_inner()) = capabilities;
+        self.outgoing.set_abilities(ClientAbilities {
+            request_permission: true,
+            request_user_input: capabilities.elicitation_form,
+            ..ClientAbilities::default()
+        });
+    }
+
+    fn capabilities(&self) -> AcpCapabilities {
+        *self.capabilities.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait::async_trait]
+impl ClientBridge for AcpClient {
+    fn abilities(&self) -> ClientAbilities {
+        self.outgoing.abilities()
+    }
+
+    fn facilities(&self) -> ClientFacilities {
+        let caps = self.capabilities();
+        ClientFacilities {
+            read_text_file: caps.read_text_file,
+            write_text_file: caps.write_text_file,
+            terminal: caps.terminal,
+        }
+    }
+
+    async fn request_permission(
+        &self,
+        request: PermissionRequest,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<PermissionAnswer> {
+        self.outgoing.request_permission(request, cancel).await
+    }
+
+    async fn request_user_input(
+        &self,
+        request: UserInputRequest,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<Value> {
+        if !self.capabilities().elicitation_form {
+            return BridgeOutcome::Unavailable("the client cannot answer questions".to_string());
+        }
+        elicitation::ask(&self.outgoing, request, cancel).await
+    }
+
+    async fn apply_edit(
+        &self,
+        _: ApplyEditRequest,
+        _: &CancellationToken,
+    ) -> BridgeOutcome<ApplyEditResponse> {
+        BridgeOutcome::Unavailable("ACP has no workspace edits".to_string())
+    }
+
+    async fn read_text_file(
+        &self,
+        file: ClientFile,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<String> {
+        if !self.capabilities().read_text_file {
+            return BridgeOutcome::Unavailable("the client cannot read files".to_string());
+        }
+        client_fs::read(&self.outgoing, file, cancel).await
+    }
+
+    async fn write_text_file(
+        &self,
+        file: ClientFile,
+        text: String,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<()> {
+        if !self.capabilities().write_text_file {
+            return BridgeOutcome::Unavailable("the client cannot write files".to_string());
+        }
+        client_fs::write(&self.outgoing, file, text, cancel).await
+    }
+
+    async fn run_in_terminal(
+        &self,
+        command: TerminalCommand,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<TerminalRun> {
+        if !self.capabilities().terminal {
+            return BridgeOutcome::Unavailable("the client has no terminal".to_string());
+        }
+        terminal::run(self.outgoing.clone(), self.out.clone(), command, cancel).await
+    }
+}

@@ -1,0 +1,192 @@
+//! The keybinding tasks (built-in and configured) as ACP slash commands:
+//! offered with `available_commands_update` when a session is made, loaded
+//! or resumed, and run when a prompt starts with `/<task>`. The task works
+//! on the file the prompt carries (an embedded resource or a resource
+//! link; a `#L10-20` or `#L10:20` fragment narrows it to those lines), and
+//! the text after the command is its instruction.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::buffers::{Position, Range};
+use crate::config::tasks::{parse_template, TemplatePart};
+use crate::core::daemon::{file_uri_to_path, Daemon};
+use crate::core::tasks::run::{start_task, Started, TaskError, TaskRequest, TaskResult};
+use crate::protocol::ContentBlock;
+
+/// The `availableCommands` for a session working in `cwd`.
+pub(super) fn available_commands(daemon: &Daemon, cwd: &Path) -> Value {
+    let catalog = match daemon.task_catalog(cwd) {
+        Ok(catalog) => catalog,
+        Err(e) => {
+            tracing::warn!("no slash commands: {e}");
+            return json!([]);
+        }
+    };
+    let commands: Vec<Value> = catalog
+        .tasks()
+        .iter()
+        .map(|task| {
+            let mut command = json!({"name": task.id, "description": task.title});
+            let takes_instruction = parse_template(&task.prompt)
+                .map(|parts| parts.contains(&TemplatePart::Placeholder("instruction")))
+                .unwrap_or(false);
+            command["input"] = json!({"hint": if takes_instruction {
+                "what to do (attach the file or selection)"
+            } else {
+                "attach the file or selection; optional note"
+            }});
+            command
+        })
+        .collect();
+    json!(commands)
+}
+
+/// A prompt that starts with `/<name>`: the name and the rest of its text.
+pub(super) fn slash_command(prompt: &[ContentBlock]) -> Option<(String, String)> {
+    let ContentBlock::Text { text, .. } = prompt.first()? else {
+        return None;
+    };
+    let rest = text.trim_start().strip_prefix('/')?;
+    let (name, instruction) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    if name.is_empty() {
+        return None;
+    }
+    Some((name.to_string(), instruction.trim().to_string()))
+}
+
+/// Whether `name` is one of the tasks for `cwd`.
+pub(super) fn is_task(daemon: &Daemon, cwd: &Path, name: &str) -> bool {
+    daemon
+        .task_catalog(cwd)
+        .is_ok_and(|catalog| catalog.get(name).is_some())
+}
+
+/// Runs task `name` in `session_id` on the prompt's file.
+pub(super) async fn run(
+    daemon: &Arc<Daemon>,
+    session_id: &str,
+    name: String,
+    instruction: String,
+    prompt: &[ContentBlock],
+) -> Result<TaskResult, TaskError> {
+    let Carried { path, text, lines } = context(prompt).ok_or_else(|| {
+        TaskError::BadRequest(format!(
+            "`/{name}` works on a file: attach one to the prompt (a resource or a resource link)"
+        ))
+    })?;
+    let range = match lines {
+        Some((first, last)) => line_range(first, last),
+        None => {
+            let text = match text {
+                Some(text) => text,
+                None => std::fs::read_to_string(&path).map_err(|e| {
+                    TaskError::BadRequest(format!("cannot read `{}`: {e}", path.display()))
+                })?,
+            };
+            let count = text.split('\n').count() as u32;
+            line_range(1, count)
+        }
+    };
+    let request = TaskRequest {
+        task: name,
+        path,
+        version: None,
+        range,
+        instruction: (!instruction.is_empty()).then_some(instruction),
+        diagnostics: Vec::new(),
+        session_id: Some(session_id.to_string()),
+    };
+    match start_task(daemon, request).await? {
+        Started::Running(running) => running.finish().await,
+        Started::Ended(result) => Ok(result),
+    }
+}
+
+/// 1-based inclusive lines as a range to the end of the last one.
+fn line_range(first: u32, last: u32) -> Range {
+    Range {
+        start: Position {
+            line: first.saturating_sub(1),
+            character: 0,
+        },
+        end: Position {
+            line: last.max(first).saturating_sub(1),
+            character: u32::MAX,
+        },
+    }
+}
+
+/// The file a prompt carries.
+struct Carried {
+    path: PathBuf,
+    /// Its text, when embedded whole.
+    text: Option<String>,
+    /// The 1-based lines its URI's fragment names.
+    lines: Option<(u32, u32)>,
+}
+
+fn context(prompt: &[ContentBlock]) -> Option<Carried> {
+    prompt.iter().find_map(|block| {
+        let (uri, text) = match block {
+            ContentBlock::Resource { resource } => (resource.uri.as_str(), resource.text.clone()),
+            ContentBlock::ResourceLink { uri, .. } => (uri.as_str(), None),
+            ContentBlock::Text { .. } => return None,
+        };
+        let (uri, fragment) = match uri.split_once('#') {
+            Some((uri, fragment)) => (uri, Some(fragment)),
+            None => (uri, None),
+        };
+        let path = file_uri_to_path(uri)?;
+        let lines = fragment.and_then(fragment_lines);
+        // An embedded resource narrowed to lines holds just those lines.
+        let text = if lines.is_some() { None } else { text };
+        Some(Carried { path, text, lines })
+    })
+}
+
+/// `L10`, `L10-20`, `L10:20`, `L10-L20` as 1-based lines.
+fn fragment_lines(fragment: &str) -> Option<(u32, u32)> {
+    let rest = fragment.strip_prefix('L')?;
+    let (first, last) = match rest.split_once(['-', ':']) {
+        Some((first, last)) => (first, last.trim_start_matches('L')),
+        None => (rest, rest),
+    };
+    let first: u32 = first.parse().ok()?;
+    let last: u32 = last.parse().ok()?;
+    (first >= 1 && last >= first).then_some((first, last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fragments_name_lines() {
+        assert_eq!(fragment_lines("L10"), Some((10, 10)));
+        assert_eq!(fragment_lines("L10-20"), Some((10, 20)));
+        assert_eq!(fragment_lines("L10:20"), Some((10, 20)));
+        assert_eq!(fragment_lines("L10-L20"), Some((10, 20)));
+        assert_eq!(fragment_lines("L20-10"), None);
+        assert_eq!(fragment_lines("top"), None);
+    }
+
+    #[test]
+    fn a_slash_command_is_the_first_word_of_the_first_text() {
+        let text = |t: &str| ContentBlock::Text {
+            text: t.to_string(),
+        };
+        assert_eq!(
+            slash_command(&[text("/explain  the loop please")]),
+            Some(("explain".to_string(), "the loop please".to_string()))
+        );
+        assert_eq!(
+            slash_command(&[text("/fix")]),
+            Some(("fix".to_string(), String::new()))
+        );
+        assert_eq!(slash_command(&[text("no command")]), None);
+        assert_eq!(slash_command(&[text("/ spaced")]), None);
+    }
+}

@@ -1,0 +1,121 @@
+//! The Agent Client Protocol frontend: `tandem acp` (or `tandem` with input
+//! starting with `{`), newline-delimited JSON-RPC on stdio, for Zed,
+//! JetBrains, CodeCompanion, agent-shell and other ACP clients.
+//!
+//! - [`wire`]: framing (one message per line, bytes until parsed) and
+//!   JSON-RPC envelopes;
+//! - [`session`]: the agent's methods;
+//! - [`client`]: the [`ClientBridge`](crate::vocab::bridge::ClientBridge)
+//!   over the client's methods, with [`client_fs`] (`fs/*`) and
+//!   [`elicitation`] (`elicitation/create`) and [`terminal`]
+//!   (`terminal/*`);
+//! - [`modes`]: approval modes as session modes and config options;
+//! - [`commands`]: the keybinding tasks as slash commands;
+//! - [`mapping`]: session events as `session/update`s, stop reasons.
+//!
+//! Invariant: like the LSP frontend, one writer owns stdout and a turn's
+//! updates are queued before its `session/prompt` response; no input line
+//! ends the connection, only the end of input.
+
+mod client;
+mod client_fs;
+mod commands;
+mod elicitation;
+mod mapping;
+mod modes;
+mod session;
+mod terminal;
+mod wire;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncRead, BufReader};
+
+use self::client::AcpClient;
+use self::mapping::AcpSink;
+use self::session::Agent;
+use self::wire::{error_response, next_line, Incoming};
+use super::lsp::outgoing::Outgoing;
+use super::lsp::stdout_writer;
+use crate::core::daemon::{Daemon, DaemonOptions};
+use crate::core::log::Durability;
+
+/// The ACP protocol version this frontend speaks.
+pub const ACP_PROTOCOL_VERSION: u32 = 1;
+
+/// Serves ACP on stdin/stdout until EOF.
+pub async fn serve<R>(stdin: R, home: PathBuf, durability: Durability)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    let out = stdout_writer(wire::line);
+    let client = AcpClient::new(out.clone());
+    let sink = Arc::new(AcpSink::new(out.clone()));
+    let daemon = Daemon::new(DaemonOptions {
+        home,
+        durability,
+        sink: sink.clone(),
+        bridge: client.clone(),
+    });
+    let agent = Arc::new(Agent {
+        daemon: daemon.clone(),
+        client: client.clone(),
+        sink,
+        cwds: Default::default(),
+    });
+    let mut reader = BufReader::new(stdin);
+    let mut buf = Vec::new();
+    loop {
+        let message = match next_line(&mut reader, &mut buf).await {
+            Incoming::Message(message) => message,
+            Incoming::Malformed(error) => {
+                out.send_json(&error);
+                continue;
+            }
+            Incoming::Blank => continue,
+            Incoming::End => break,
+        };
+        if Outgoing::is_ours(&message) {
+            client.outgoing.complete(&message);
+            continue;
+        }
+        let Some(method) = message
+            .get("method")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
+            let id = message.get("id").cloned().unwrap_or(Value::Null);
+            out.send_json(&error_response(&id, -32600, "invalid request: no `method`"));
+            continue;
+        };
+        let id = message.get("id").cloned();
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        let agent = agent.clone();
+        let out = out.clone();
+        // Every request runs on its own task: a prompt is answered when its
+        // turn ends, and must not hold up cancel or other sessions.
+        tokio::spawn(async move {
+            let reply = agent.handle(&method, &params, id.as_ref()).await;
+            if let (Some(id), Some(reply)) = (id, reply) {
+                let message = match reply {
+                    Ok(result) => {
+                        let message = json!({"jsonrpc": "2.0", "id": id, "result": result});
+                        out.send_json(&message);
+                        agent.after_reply(&method, &params, &message["result"]);
+                        return;
+                    }
+                    Err(mut error) => {
+                        error["id"] = id;
+                        error
+                    }
+                };
+                out.send_json(&message);
+            }
+        });
+    }
+    client.outgoing.fail_all();
+    daemon.shutdown().await;
+    out.close().await;
+}

@@ -1,0 +1,340 @@
+//! The agent's methods: `initialize`, `authenticate`, `session/new`,
+//! `session/load` (replay), `session/resume` (no replay), `session/list`,
+//! `session/prompt`, `session/set_mode`, `session/set_config_option`, and
+//! the `session/cancel` notification. Each turns params into a daemon call
+//! and its outcome into a result or a JSON-RPC error.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+
+use super::client::{AcpCapabilities, AcpClient};
+use super::commands;
+use super::mapping::{prompt_result, AcpSink};
+use super::modes::{session_state, MODE_OPTION};
+use super::wire::{daemon_error, error_response, string_param};
+use super::ACP_PROTOCOL_VERSION;
+use crate::core::daemon::{Daemon, NewSession};
+use crate::core::tasks::run::TaskError;
+use crate::frontend::updates::user_content;
+use crate::protocol::ContentBlock;
+use crate::vocab::approval::ApprovalMode;
+use crate::vocab::event::StopReason;
+
+/// Sessions per page of `session/list`.
+pub(super) const LIST_PAGE: usize = 20;
+
+/// What a method handler reaches.
+pub(super) struct Agent {
+    pub(super) daemon: Arc<Daemon>,
+    pub(super) client: Arc<AcpClient>,
+    pub(super) sink: Arc<AcpSink>,
+    /// Each session's `cwd`, where its slash commands come from.
+    pub(super) cwds: Mutex<HashMap<String, PathBuf>>,
+}
+
+type Reply = Result<Value, Value>;
+
+impl Agent {
+    /// One request or notification; `None` for notifications.
+    pub(super) async fn handle(
+        &self,
+        method: &str,
+        params: &Value,
+        id: Option<&Value>,
+    ) -> Option<Reply> {
+        let no_id = Value::Null;
+        let rid = id.unwrap_or(&no_id);
+        let result = match method {
+            "initialize" => Ok(self.initialize(params)),
+            "authenticate" => Ok(json!({})),
+            "session/new" => self.new_session(params, rid),
+            "session/load" => self.load(params, rid, false),
+            "session/resume" => self.load(params, rid, true),
+            "session/list" => self.list(params, rid),
+            "session/prompt" => self.prompt(params, rid).await,
+            "session/set_mode" => self.set_mode(params, rid, "modeId"),
+            "session/set_config_option" => self.set_config_option(params, rid),
+            "session/cancel" => {
+                if let Ok(session_id) = string_param(params, "sessionId") {
+                    if let Err(e) = self.daemon.cancel(session_id, false) {
+                        tracing::warn!("session/cancel: {e}");
+                    }
+                }
+                return None;
+            }
+            // ACP's withdrawal of a request of the client's: every request
+            // of the client's is answered promptly or is a prompt, which
+            // `session/cancel` ends.
+            "$/cancel_request" => return None,
+            other => Err(error_response(
+                rid,
+                -32601,
+                &format!("method not found: {other}"),
+            )),
+        };
+        id.map(|_| result)
+    }
+
+    fn initialize(&self, params: &Value) -> Value {
+        self.client
+            .set_capabilities(AcpCapabilities::from_initialize(params));
+        json!({
+            "protocolVersion": ACP_PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": true,
+                "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+                "sessionCapabilities": {"list": {}, "resume": {}},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "tandem", "version": env!("CARGO_PKG_VERSION")},
+        })
+    }
+
+    fn new_session(&self, params: &Value, rid: &Value) -> Reply {
+        let cwd = absolute_cwd(params, rid)?;
+        let session = self
+            .daemon
+            .new_session(NewSession {
+                workspace_folder: Some(cwd),
+                title: None,
+                config: None,
+            })
+            .map_err(|e| daemon_error(rid, e))?;
+        let mut result = session_state(session.mode());
+        result["sessionId"] = json!(session.id);
+        Ok(result)
+    }
+
+    /// `session/load` replays the history as `session/update`s before its
+    /// result; `session/resume` reattaches without replay. The session
+    /// keeps the folder it was created in (`cwd` is checked, not used).
+    fn load(&self, params: &Value, rid: &Value, resume: bool) -> Reply {
+        let session_id = string_param(params, "sessionId").map_err(|e| bad(rid, e))?;
+        if params.get("cwd").is_some() {
+            absolute_cwd(params, rid)?;
+        }
+        let loaded = if resume {
+            self.sink
+                .muted(session_id, || self.daemon.load_session(session_id))
+        } else {
+            self.daemon.load_session(session_id)
+        };
+        let (session, _) = loaded.map_err(|e| daemon_error(rid, e))?;
+        Ok(session_state(session.mode()))
+    }
+
+    /// Newest first, those whose workspace holds `cwd` when it is given;
+    /// the cursor is the index of the next session.
+    fn list(&self, params: &Value, rid: &Value) -> Reply {
+        let cwd = params.get("cwd").and_then(Value::as_str).map(PathBuf::from);
+        let start = match params.get("cursor").and_then(Value::as_str) {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .map_err(|_| bad(rid, format!("invalid params: unknown cursor `{cursor}`")))?,
+        };
+        let matching: Vec<_> = self
+            .daemon
+            .list_sessions()
+            .into_iter()
+            .filter(|s| s.state != "unreadable" && !s.workspace.is_empty())
+            .filter(|s| {
+                cwd.as_deref().is_none_or(|cwd| {
+                    s.workspace
+                        .iter()
+                        .any(|root| cwd.starts_with(Path::new(root)))
+                })
+            })
+            .collect();
+        let sessions: Vec<Value> = matching
+            .iter()
+            .skip(start)
+            .take(LIST_PAGE)
+            .map(|s| {
+                json!({
+                    "sessionId": s.session_id,
+                    "cwd": s.workspace[0],
+                    "additionalDirectories": &s.workspace[1..],
+                    "title": s.title,
+                    "updatedAt": s.updated,
+                    "_meta": {"tandem": {"state": s.state, "turnCount": s.turn_count}},
+                })
+            })
+            .collect();
+        let mut result = json!({"sessions": sessions});
+        if start + LIST_PAGE < matching.len() {
+            result["nextCursor"] = json!((start + LIST_PAGE).to_string());
+        }
+        Ok(result)
+    }
+
+    async fn prompt(&self, params: &Value, rid: &Value) -> Reply {
+        let session_id = string_param(params, "sessionId").map_err(|e| bad(rid, e))?;
+        let prompt: Vec<ContentBlock> = serde_json::from_value(params["prompt"].clone())
+            .map_err(|e| bad(rid, format!("invalid params: `prompt`: {e}")))?;
+        if prompt.is_empty() {
+            return Err(bad(rid, "invalid params: `prompt` is empty".to_string()));
+        }
+        if let Some((name, instruction)) = commands::slash_command(&prompt) {
+            let cwd = self.cwd(session_id);
+            if commands::is_task(&self.daemon, &cwd, &name) {
+                return self
+                    .run_task(session_id, name, instruction, &prompt, rid)
+                    .await;
+            }
+        }
+        let (_, receipt) = self
+            .daemon
+            .prompt(session_id, user_content(prompt))
+            .map_err(|e| daemon_error(rid, e))?;
+        match receipt.await {
+            Ok(receipt) if receipt.stop_reason == StopReason::Error => Err(error_response(
+                rid,
+                -32603,
+                receipt.message.as_deref().unwrap_or("the turn failed"),
+            )),
+            Ok(receipt) => Ok(prompt_result(receipt.stop_reason)),
+            Err(_) => Err(error_response(
+                rid,
+                -32603,
+                "the session stopped before the turn ended",
+            )),
+        }
+    }
+
+    /// A slash command: the task's turn runs in this session; its inline
+    /// edit outcome, if any, is under `_meta.tandem.edit`.
+    async fn run_task(
+        &self,
+        session_id: &str,
+        name: String,
+        instruction: String,
+        prompt: &[ContentBlock],
+        rid: &Value,
+    ) -> Reply {
+        let result = commands::run(&self.daemon, session_id, name, instruction, prompt)
+            .await
+            .map_err(|e| match e {
+                TaskError::Daemon(e) => daemon_error(rid, e),
+                TaskError::SessionStopped => error_response(rid, -32603, &e.to_string()),
+                other => bad(rid, other.to_string()),
+            })?;
+        let receipt = result.receipt;
+        if receipt.stop_reason == StopReason::Error {
+            return Err(error_response(
+                rid,
+                -32603,
+                receipt.message.as_deref().unwrap_or("the turn failed"),
+            ));
+        }
+        let mut reply = prompt_result(receipt.stop_reason);
+        if let Some((outcome, message)) = result.edit {
+            reply["_meta"]["tandem"]["edit"] =
+                json!({"outcome": outcome.as_str(), "message": message});
+        }
+        Ok(reply)
+    }
+
+    /// After a session/new, load or resume result: the slash commands.
+    pub(super) fn after_reply(&self, method: &str, params: &Value, result: &Value) {
+        let session_id = match method {
+            "session/new" => result["sessionId"].as_str(),
+            "session/load" | "session/resume" => params["sessionId"].as_str(),
+            _ => None,
+        };
+        let Some(session_id) = session_id else {
+            return;
+        };
+        if let Some(cwd) = params["cwd"].as_str() {
+            // Every ACP session names its folder, so the daemon's folders
+            // serve the task catalog (with the session's `cwd` among them,
+            // its `.tandem/config.toml` tasks are offered) and, besides,
+            // only the load of a session logged without a folder (made by
+            // an LSP client without one), which then works in these.
+            self.daemon.workspace().add_root(PathBuf::from(cwd));
+            self.lock_cwds()
+                .insert(session_id.to_string(), PathBuf::from(cwd));
+        }
+        let commands = commands::available_commands(&self.daemon, &self.cwd(session_id));
+        self.sink.send(
+            session_id,
+            json!({"sessionUpdate": "available_commands_update", "availableCommands": commands}),
+        );
+    }
+
+    /// `session/set_mode`; the `current_mode_update` (and
+    /// `config_option_update`) follow from the session's event.
+    fn set_mode(&self, params: &Value, rid: &Value, field: &str) -> Reply {
+        let session_id = string_param(params, "sessionId").map_err(|e| bad(rid, e))?;
+        let mode = string_param(params, field).map_err(|e| bad(rid, e))?;
+        let mode: ApprovalMode = mode
+            .parse()
+            .map_err(|e| bad(rid, format!("invalid params: {field}: {e}")))?;
+        let session = self
+            .daemon
+            .session(session_id)
+            .map_err(|e| daemon_error(rid, e))?;
+        if session.mode() != mode {
+            session.set_mode(mode);
+        }
+        Ok(json!({}))
+    }
+
+    fn set_config_option(&self, params: &Value, rid: &Value) -> Reply {
+        let config_id = string_param(params, "configId").map_err(|e| bad(rid, e))?;
+        if config_id != MODE_OPTION {
+            return Err(bad(
+                rid,
+                format!("invalid params: unknown config option `{config_id}`"),
+            ));
+        }
+        self.set_mode(params, rid, "value")?;
+        let session_id = string_param(params, "sessionId").map_err(|e| bad(rid, e))?;
+        let session = self
+            .daemon
+            .session(session_id)
+            .map_err(|e| daemon_error(rid, e))?;
+        Ok(json!({"configOptions": session_state(session.mode())["configOptions"]}))
+    }
+}
+
+impl Agent {
+    fn lock_cwds(&self) -> std::sync::MutexGuard<'_, HashMap<String, PathBuf>> {
+        self.cwds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The session's `cwd` as the client gave it, else its first workspace
+    /// root on disk, else the daemon's folders.
+    fn cwd(&self, session_id: &str) -> PathBuf {
+        if let Some(cwd) = self.lock_cwds().get(session_id) {
+            return cwd.clone();
+        }
+        self.daemon
+            .list_sessions()
+            .into_iter()
+            .find(|s| s.session_id == session_id)
+            .and_then(|s| s.workspace.first().map(PathBuf::from))
+            .unwrap_or_default()
+    }
+}
+
+fn bad(rid: &Value, message: String) -> Value {
+    error_response(rid, -32602, &message)
+}
+
+fn absolute_cwd(params: &Value, rid: &Value) -> Result<PathBuf, Value> {
+    let cwd = PathBuf::from(string_param(params, "cwd").map_err(|e| bad(rid, e))?);
+    if !cwd.is_absolute() {
+        return Err(bad(
+            rid,
+            format!(
+                "invalid params: `cwd` must be absolute, got `{}`",
+                cwd.display()
+            ),
+        ));
+    }
+    Ok(cwd)
+}

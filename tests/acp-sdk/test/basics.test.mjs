@@ -1,0 +1,57 @@
+// initialize, session/new, a streamed turn, and the shapes of the results
+// the SDK maps silently.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { ModelServer, text } from "../lib/model_server.mjs";
+import { checkUpdates, connect, schema, tempDir } from "../lib/harness.mjs";
+
+test("initialize advertises sessions, and session/new reports the modes and config options", async () => {
+  const server = await ModelServer.start();
+  const c = await connect(server);
+  try {
+    schema.zInitializeResponse.parse(c.init);
+    assert.equal(c.init.protocolVersion, 1);
+    assert.equal(c.init.agentCapabilities.loadSession, true);
+    assert.deepEqual(c.init.agentCapabilities.sessionCapabilities, { list: {}, resume: {} });
+
+    const session = await c.newSession(tempDir());
+    schema.zNewSessionResponse.parse(session);
+    assert.equal(session.modes.currentModeId, "review");
+    assert.deepEqual(
+      session.modes.availableModes.map((m) => m.id),
+      ["read-only", "review", "auto"],
+    );
+    const [mode] = session.configOptions;
+    assert.equal(mode.id, "mode");
+    assert.equal(mode.category, "mode");
+    assert.equal(mode.currentValue, "review");
+
+    server.push(text("Hel", "lo"));
+    const result = await c.prompt(session.sessionId, "hi");
+    assert.deepEqual(result, { stopReason: "end_turn" });
+    const chunks = c.updatesOf(session.sessionId, "agent_message_chunk").map((u) => u.content.text);
+    assert.equal(chunks.join(""), "Hello");
+    assert.equal(c.updatesOf(session.sessionId, "user_message_chunk")[0].content.text, "hi");
+    checkUpdates(c.received);
+    const requests = await server.waitForRequests(1);
+    assert.match(JSON.stringify(requests[0].body.messages), /hi/);
+  } finally {
+    await c.close();
+    await server.close();
+  }
+});
+
+test("errors are JSON-RPC errors with specific codes", async () => {
+  const server = await ModelServer.start();
+  const c = await connect(server);
+  try {
+    await assert.rejects(c.agent.request("session/new", { cwd: "relative", mcpServers: [] }), (e) => e.code === -32602);
+    await assert.rejects(c.prompt("no-such-session", "x"), (e) => e.code === -32001);
+    await assert.rejects(c.agent.request("session/load", { sessionId: "nope", cwd: tempDir(), mcpServers: [] }), (e) => e.code === -32001);
+    await assert.rejects(c.agent.request("session/list", { cursor: "not-a-cursor" }), (e) => e.code === -32602);
+  } finally {
+    await c.close();
+    await server.close();
+  }
+});
