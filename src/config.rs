@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::vocab::approval::ApprovalMode;
 
+pub mod budget;
 pub mod tasks;
 
 /// Which wire format the model server speaks.
@@ -75,6 +76,9 @@ pub struct LimitsConfig {
     /// with jitter, up to `retry_max_delay_ms`. `Retry-After` wins.
     pub retry_base_delay_ms: u64,
     pub retry_max_delay_ms: u64,
+    /// Retries of failed model calls per turn, across every error kind, on
+    /// top of each kind's own bucket; 0 = no turn-wide cap.
+    pub max_retries_per_turn: u32,
     /// Tool calls of one response that may run at once.
     pub parallel_tools: usize,
     /// What counts as recent progress for the activity timeout.
@@ -87,6 +91,10 @@ pub struct LimitsConfig {
     /// Share of the context window the most recent messages may keep when
     /// compacting.
     pub compact_keep_ratio: f64,
+    /// Compactions in one turn with no completed tool call and no new
+    /// answer text between them before the turn stops
+    /// (`compaction_spiral`); 0 = never.
+    pub max_compactions_without_progress: u32,
 }
 
 impl Default for LimitsConfig {
@@ -102,11 +110,13 @@ impl Default for LimitsConfig {
             chunk_timeout_secs: 30.0,
             retry_base_delay_ms: 1000,
             retry_max_delay_ms: 30_000,
+            max_retries_per_turn: 8,
             parallel_tools: 4,
             activity_recent_secs: 30.0,
             max_input_chars: 0,
             compact_threshold: 0.8,
             compact_keep_ratio: 0.4,
+            max_compactions_without_progress: 2,
         }
     }
 }
@@ -205,6 +215,8 @@ pub struct Config {
     pub approval: ApprovalConfig,
     pub tools: ToolsConfig,
     pub serve: ServeConfig,
+    /// Hard spending caps per turn, session and day.
+    pub budget: budget::BudgetConfig,
     /// Prices per model name (USD per million tokens), over the built-in
     /// table of known models.
     pub pricing: std::collections::BTreeMap<String, crate::vocab::pricing::Price>,

@@ -23,6 +23,7 @@ use super::log::{
 };
 use super::projection::Projection;
 use super::session::{RunState, Session, TurnReceipt};
+use super::spend::SpendBook;
 use super::tasks::{root_of, TaskState};
 use crate::buffers::BufferCache;
 use crate::config::tasks::TaskCatalog;
@@ -79,6 +80,8 @@ pub struct Daemon {
     loading: Mutex<()>,
     tasks_state: TaskState,
     bridge_for: Mutex<Option<BridgeFactory>>,
+    /// Today's spending per workspace, read from the logs once a day.
+    spend: Arc<SpendBook>,
 }
 
 /// Makes the bridge of one session, by id: a frontend serving several
@@ -87,6 +90,7 @@ pub type BridgeFactory = Arc<dyn Fn(&str) -> Arc<dyn ClientBridge> + Send + Sync
 
 impl Daemon {
     pub fn new(options: DaemonOptions) -> Arc<Daemon> {
+        let spend = Arc::new(SpendBook::new(options.home.join("sessions")));
         Arc::new(Daemon {
             home: options.home,
             durability: options.durability,
@@ -103,6 +107,7 @@ impl Daemon {
             loading: Mutex::new(()),
             tasks_state: TaskState::default(),
             bridge_for: Mutex::new(None),
+            spend,
         })
     }
 
@@ -372,6 +377,7 @@ impl Daemon {
                 Some(factory) => factory(&session.id),
                 None => self.bridge.clone(),
             },
+            spend: self.spend.clone(),
         };
         let task = tokio::spawn(run_session(session.clone(), env, projection));
         self.tasks

@@ -4,8 +4,10 @@
 
 pub mod daemon;
 pub mod driver;
+pub mod guards;
 pub mod history;
 pub mod log;
 pub mod projection;
 pub mod session;
+pub mod spend;
 pub mod tasks;

@@ -3,6 +3,7 @@
 //! events, everything it asks for is a call on the core's `Daemon`.
 
 pub mod acp;
+mod coalesce;
 pub mod exec;
 pub mod lsp;
 pub mod serve;

@@ -251,7 +251,9 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         | Event::AssistantMessage { .. }
         | Event::AttemptFailed { .. }
         | Event::ModelRequest { .. }
-        | Event::StepEnd { .. } => return None,
+        | Event::StepEnd { .. }
+        | Event::RetryBudgetSpent { .. }
+        | Event::BudgetExceeded { .. } => return None,
     };
     Some(update)
 }

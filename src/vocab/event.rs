@@ -56,6 +56,10 @@ pub enum StopReason {
     Error,
     /// Synthesized on load for a turn whose log never closed.
     Interrupted,
+    /// The next model call could cross a `[budget]` cap; it was not made.
+    BudgetExceeded,
+    /// The history was compacted again and again with no progress between.
+    CompactionSpiral,
 }
 
 impl StopReason {
@@ -72,6 +76,8 @@ impl StopReason {
             StopReason::Blocked => "blocked",
             StopReason::Error => "error",
             StopReason::Interrupted => "interrupted",
+            StopReason::BudgetExceeded => "budget_exceeded",
+            StopReason::CompactionSpiral => "compaction_spiral",
         }
     }
 }
@@ -376,6 +382,27 @@ pub enum Event {
         /// first-token timeout was set from.
         estimated_input_tokens: u64,
     },
+    // Guards of issue 13: why a turn was stopped by one of them.
+    /// The turn's retry budget (`limits.max_retries_per_turn`, across every
+    /// error kind) was spent; `errors` counts the failures seen by kind.
+    RetryBudgetSpent {
+        turn_id: TurnId,
+        retries: u32,
+        max_retries: u32,
+        errors: std::collections::BTreeMap<String, u32>,
+    },
+    /// A model call was not made because it could cross a `[budget]` cap:
+    /// `cap` names it (`max_cost_per_turn`, `max_tokens_per_day`, ...),
+    /// `unit` is `usd` or `tokens`; `spent` is what the cap's scope has
+    /// used, `estimate` the call's worst case (input + maximum output).
+    BudgetExceeded {
+        turn_id: TurnId,
+        cap: String,
+        unit: String,
+        spent: f64,
+        limit: f64,
+        estimate: f64,
+    },
 }
 
 /// One file of a tool's change: absolute path, the text before (none for a
@@ -425,7 +452,9 @@ impl Event {
             | Event::StepEnd { turn_id, .. }
             | Event::UsageUpdate { turn_id, .. }
             | Event::TurnEnd { turn_id, .. }
-            | Event::ModelRequest { turn_id, .. } => Some(turn_id),
+            | Event::ModelRequest { turn_id, .. }
+            | Event::RetryBudgetSpent { turn_id, .. }
+            | Event::BudgetExceeded { turn_id, .. } => Some(turn_id),
         }
     }
 

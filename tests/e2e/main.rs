@@ -10,6 +10,7 @@ mod approvals;
 mod code_map;
 mod compaction;
 mod exec_cli;
+mod guards;
 mod layers;
 mod loop_inprocess;
 mod loop_wire;

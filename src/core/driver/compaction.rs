@@ -4,10 +4,10 @@
 //! the same model context.
 
 use super::stream::{stream_completion, AttemptFailure};
-use super::turn::Turn;
+use super::turn::{Turn, TurnEnd};
 use crate::core::projection::RepairLimits;
 use crate::provider::{Completion, ErrorKind, ModelMessage, ModelRequest, ProviderError};
-use crate::vocab::event::{Event, Usage};
+use crate::vocab::event::{Event, StopReason, Usage};
 
 /// The summarizer's instructions (tier-2 compaction).
 const SUMMARY_PROMPT: &str = "You are compacting the history of a coding session so it can continue in a \
@@ -65,6 +65,31 @@ impl Turn<'_> {
             error,
             usage,
         });
+        self.charge(&usage);
+        // Progress (answer text, a completed tool call) moves
+        // `last_progress`; if it has not moved since the last compaction,
+        // this one made no headway either.
+        if self.progress_at_compaction == Some(self.last_progress) {
+            self.compactions_without_progress += 1;
+        } else {
+            self.compactions_without_progress = 1;
+            self.progress_at_compaction = Some(self.last_progress);
+        }
+    }
+
+    /// The compaction-spiral stop: `Some` once the turn has compacted
+    /// `max_compactions_without_progress` times with no progress between.
+    pub(super) fn compaction_spiral(&self) -> Option<TurnEnd> {
+        let max = self.limits.max_compactions_without_progress;
+        let done = self.compactions_without_progress;
+        (max > 0 && done >= max).then(|| {
+            TurnEnd::new(
+                StopReason::CompactionSpiral,
+                format!(
+                    "stopped after {done} compactions without progress (max_compactions_without_progress = {max})"
+                ),
+            )
+        })
     }
 
     /// One summarization call: no tools, the stream timeouts of a step.
@@ -81,6 +106,15 @@ impl Turn<'_> {
             max_output_tokens: Some(2048),
         };
         let input_tokens = (messages[1].len_hint() / 4) as u64;
+        // A summary is a model call like any other: it is not made if it
+        // could cross a cap (the history is dropped instead, and the next
+        // call stops the turn).
+        if let Some(crossed) = self.cap_crossed(input_tokens, 2048) {
+            return Err(ProviderError::new(
+                ErrorKind::BadRequest,
+                super::budget::stop_message(&crossed),
+            ));
+        }
         self.session.log.append(Event::ModelRequest {
             turn_id: self.turn_id.clone(),
             step,

@@ -19,10 +19,12 @@
 //! streamed attempt, [`scheduler`] the tool calls of a response, [`approval`]
 //! the permission gate of a command, [`compaction`] the summarizing and
 //! repair of the history, [`loops`] the repetition detector and
-//! [`admission`] the hooks that see inputs before they enter.
+//! [`admission`] the hooks that see inputs before they enter, [`budget`]
+//! the spending caps before each model call.
 
 mod admission;
 mod approval;
+mod budget;
 mod compaction;
 mod gates;
 mod loops;
@@ -39,6 +41,7 @@ use tokio::time::Instant;
 use self::turn::Turn;
 use super::projection::Projection;
 use super::session::{Session, StartedWork, TurnReceipt, Work};
+use super::spend::SpendBook;
 use crate::buffers::BufferCache;
 use crate::provider::Provider;
 use crate::tools::ToolRegistry;
@@ -60,6 +63,8 @@ pub struct SessionEnv {
     /// Run in order on every claimed batch.
     pub admission: Vec<Arc<dyn AdmissionHook>>,
     pub bridge: Arc<dyn ClientBridge>,
+    /// Today's spending of every workspace, for the day caps.
+    pub spend: Arc<SpendBook>,
 }
 
 /// The session's task: takes work from the inbox and runs a turn for
@@ -99,6 +104,10 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
             loops: &mut loops,
             started: Instant::now(),
             last_progress: Instant::now(),
+            retries: 0,
+            failures: Default::default(),
+            compactions_without_progress: 0,
+            progress_at_compaction: None,
         };
         let end = turn.run(inputs).await;
         let usage = turn.usage;

@@ -59,6 +59,7 @@ impl Turn<'_> {
         let mut failures: HashMap<ErrorKind, u32> = HashMap::new();
         let mut attempt = 0;
         loop {
+            self.check_budget()?;
             attempt += 1;
             let (error, streamed) = match self.attempt(step, attempt).await {
                 Ok(completion) => return Ok((completion, attempt)),
@@ -68,8 +69,22 @@ impl Turn<'_> {
             let failed = failures.entry(error.kind).or_insert(0);
             *failed += 1;
             let (recovery, bucket) = recovery_policy(error.kind);
-            let retry = recovery != Recovery::Fail && *failed <= bucket;
+            let mut retry = recovery != Recovery::Fail && *failed <= bucket;
             let failed = *failed;
+            *self
+                .failures
+                .entry(error.kind.as_str().to_string())
+                .or_insert(0) += 1;
+            // One budget across every kind and step of the turn, on top of
+            // the buckets: a 429, then a reset, then a 5xx must not retry
+            // up to the sum of all buckets.
+            let max_retries = self.limits.max_retries_per_turn;
+            let budget_spent = retry && max_retries > 0 && self.retries >= max_retries;
+            if budget_spent {
+                retry = false;
+            } else if retry {
+                self.retries += 1;
+            }
             self.session.log.append(Event::AttemptFailed {
                 turn_id: self.turn_id.clone(),
                 step,
@@ -79,6 +94,23 @@ impl Turn<'_> {
                 retry,
                 streamed,
             });
+            if budget_spent {
+                self.record(Event::RetryBudgetSpent {
+                    turn_id: self.turn_id.clone(),
+                    retries: self.retries,
+                    max_retries,
+                    errors: self.failures.clone(),
+                });
+                return Err(TurnEnd::new(
+                    StopReason::Error,
+                    format!(
+                        "retry budget spent: {} retries in this turn (max_retries_per_turn = {max_retries}); failures seen: {}; last: {}",
+                        self.retries,
+                        failure_counts(&self.failures),
+                        error.message
+                    ),
+                ));
+            }
             if !retry {
                 let message = if recovery == Recovery::Fail {
                     error.message
@@ -100,6 +132,9 @@ impl Turn<'_> {
                     "the provider said the request does not fit the context window",
                 )
                 .await;
+                if let Some(end) = self.compaction_spiral() {
+                    return Err(end);
+                }
                 continue;
             }
             let delay = backoff_delay(self.limits, failed, error.retry_after);
@@ -115,6 +150,15 @@ impl Turn<'_> {
             }
         }
     }
+}
+
+/// `3 overloaded, 1 rate_limited`: failures by kind, in name order.
+fn failure_counts(failures: &std::collections::BTreeMap<String, u32>) -> String {
+    failures
+        .iter()
+        .map(|(kind, n)| format!("{n} {kind}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

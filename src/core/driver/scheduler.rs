@@ -1,6 +1,7 @@
 //! The tool calls of one response: recorded (and synced) before any runs,
 //! run in a bounded pool with exclusive tools as barriers, each through the
-//! approval gate, and their results recorded in model order. Every recorded
+//! approval gate, and each result recorded as soon as its call ends (the
+//! projection gives them to the model in call order). Every recorded
 //! call gets exactly one result, whatever happens (unknown tool, bad
 //! arguments, refusal, cancellation, timeout, panic).
 
@@ -23,7 +24,7 @@ const MAX_TOOL_OUTPUT: usize = 100_000;
 
 impl Turn<'_> {
     /// Runs the calls of one response: parallel-safe calls in a bounded
-    /// pool, exclusive calls alone; results recorded in model order.
+    /// pool, exclusive calls alone; each result recorded when its call ends.
     pub(super) async fn run_tools(&mut self, calls: &[ToolCallRequest]) {
         let mut prepared = Vec::with_capacity(calls.len());
         let mode = self.session.mode();
@@ -90,37 +91,39 @@ impl Turn<'_> {
             rest = tail;
             // Boxed 'static futures: the pool's stream must not borrow the
             // batch, or the session task's future stops being `Send`.
-            let calls: Vec<futures::future::BoxFuture<'static, (ToolStatus, String)>> = batch
-                .iter()
-                .map(|call| {
-                    let call = call.clone();
-                    let ctx = call_context(&ctx, &self.session.log, &self.turn_id, &call.call_id);
-                    let log = self.session.clone();
-                    let turn_id = self.turn_id.clone();
-                    let available = available.clone();
-                    Box::pin(
-                        async move { execute_call(&call, ctx, log, turn_id, &available).await },
-                    ) as futures::future::BoxFuture<'static, _>
-                })
-                .collect();
-            let mut results = futures::stream::iter(calls).buffered(pool);
-            let mut outcomes = Vec::with_capacity(batch.len());
-            while let Some(outcome) = results.next().await {
-                outcomes.push(outcome);
-            }
-            drop(results);
-            // A tool that succeeded moved the work on; failures and
-            // refusals did not.
-            if outcomes
-                .iter()
-                .any(|(status, _)| *status == ToolStatus::Completed)
-            {
-                self.last_progress = Instant::now();
-            }
-            for (call, (status, output)) in batch.iter().zip(outcomes) {
+            let calls: Vec<futures::future::BoxFuture<'static, (usize, (ToolStatus, String))>> =
+                batch
+                    .iter()
+                    .enumerate()
+                    .map(|(index, call)| {
+                        let call = call.clone();
+                        let ctx =
+                            call_context(&ctx, &self.session.log, &self.turn_id, &call.call_id);
+                        let log = self.session.clone();
+                        let turn_id = self.turn_id.clone();
+                        let available = available.clone();
+                        Box::pin(async move {
+                            (
+                                index,
+                                execute_call(&call, ctx, log, turn_id, &available).await,
+                            )
+                        }) as futures::future::BoxFuture<'static, _>
+                    })
+                    .collect();
+            // Each result is recorded (and so shown) as soon as its call
+            // ends: a sibling that waits for the user, or is slow, holds
+            // nobody's result back. The projection puts results in the
+            // model's order whatever order they are logged in.
+            let mut results = futures::stream::iter(calls).buffer_unordered(pool);
+            while let Some((index, (status, output))) = results.next().await {
+                // A tool that succeeded moved the work on; failures and
+                // refusals did not.
+                if status == ToolStatus::Completed {
+                    self.last_progress = Instant::now();
+                }
                 self.record(Event::ToolResult {
                     turn_id: self.turn_id.clone(),
-                    call_id: call.call_id.clone(),
+                    call_id: batch[index].call_id.clone(),
                     status,
                     output,
                 });

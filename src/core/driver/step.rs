@@ -28,6 +28,10 @@ impl Turn<'_> {
             // Compaction first: it summarizes; trimming (a repair) only
             // drops, as the last resort when even that did not fit.
             self.compact_if_needed(step).await;
+            if let Some(end) = self.compaction_spiral() {
+                self.end_step(step);
+                return end;
+            }
             self.repair_history();
             self.tool_specs = self
                 .env
@@ -68,6 +72,7 @@ impl Turn<'_> {
                 session: *self.session_usage,
                 cost,
             });
+            self.charge(&completion.usage);
             if finish == FinishReason::Length {
                 hit_max_tokens = true;
             }

@@ -59,6 +59,14 @@ pub(super) struct Turn<'a> {
     /// call completed. Retries, failed or refused calls, reasoning alone
     /// and empty answers are not progress.
     pub(super) last_progress: Instant,
+    /// Retries made in this turn, across steps and error kinds, and the
+    /// failures seen by kind (`limits.max_retries_per_turn`).
+    pub(super) retries: u32,
+    pub(super) failures: std::collections::BTreeMap<String, u32>,
+    /// Compactions since the work last moved on, and `last_progress` as it
+    /// was at the latest of them (`limits.max_compactions_without_progress`).
+    pub(super) compactions_without_progress: u32,
+    pub(super) progress_at_compaction: Option<Instant>,
 }
 
 impl Turn<'_> {

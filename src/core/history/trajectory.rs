@@ -490,6 +490,11 @@ impl<'a> Walk<'a> {
             Event::ModeChanged { mode } => {
                 self.line(0, format!("mode changed to {}", mode.as_str()));
             }
+            guard @ (Event::RetryBudgetSpent { .. } | Event::BudgetExceeded { .. }) => {
+                if let Some(line) = crate::core::guards::describe(guard) {
+                    self.line(2, line);
+                }
+            }
             Event::TurnEnd {
                 turn_id,
                 stop_reason,

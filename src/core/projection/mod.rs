@@ -102,14 +102,48 @@ impl Projection {
                 status,
                 output,
                 ..
-            } => ModelMessage::Tool {
-                call_id: call_id.clone(),
-                content: render_tool_result(*status, output),
-            },
+            } => {
+                let message = ModelMessage::Tool {
+                    call_id: call_id.clone(),
+                    content: render_tool_result(*status, output),
+                };
+                self.chars += message_chars(&message);
+                let at = self.result_position(call_id);
+                self.messages.insert(at, message);
+                return;
+            }
             _ => return,
         };
         self.chars += message_chars(&message);
         self.messages.push(message);
+    }
+
+    /// Where a result goes: in the block of results after the assistant
+    /// message that made the call, in the order of its calls (results are
+    /// logged as calls end, which may be another order). A result whose
+    /// call is not in the newest block goes last, for repair to judge.
+    fn result_position(&self, call_id: &str) -> usize {
+        let end = self.messages.len();
+        let block_start = self.messages[..end]
+            .iter()
+            .rposition(|m| !matches!(m, ModelMessage::Tool { .. }))
+            .map_or(0, |i| i + 1);
+        let Some(ModelMessage::Assistant { tool_calls, .. }) =
+            block_start.checked_sub(1).map(|i| &self.messages[i])
+        else {
+            return end;
+        };
+        let order = |id: &str| tool_calls.iter().position(|c| c.id == id);
+        let Some(mine) = order(call_id) else {
+            return end;
+        };
+        self.messages[block_start..end]
+            .iter()
+            .position(|m| match m {
+                ModelMessage::Tool { call_id, .. } => order(call_id).is_some_and(|o| o > mine),
+                _ => false,
+            })
+            .map_or(end, |i| block_start + i)
     }
 }
 
@@ -136,6 +170,44 @@ fn message_chars(message: &ModelMessage) -> usize {
 mod tests {
     use super::*;
     use crate::vocab::event::{FinishReason, ToolCallRequest, ToolStatus, Usage, UserContent};
+
+    #[test]
+    fn results_logged_as_calls_end_reach_the_model_in_call_order() {
+        let call = |id: &str| ToolCallRequest {
+            id: id.into(),
+            name: "read_file".into(),
+            arguments: "{}".into(),
+        };
+        let result = |id: &str| Event::ToolResult {
+            turn_id: "t1".into(),
+            call_id: id.into(),
+            status: ToolStatus::Completed,
+            output: id.into(),
+        };
+        let mut events = vec![Event::AssistantMessage {
+            turn_id: "t1".into(),
+            step: 1,
+            attempt: 1,
+            provider: "openai".into(),
+            model: "m".into(),
+            text: "".into(),
+            thinking: None,
+            tool_calls: vec![call("c1"), call("c2"), call("c3")],
+            finish_reason: FinishReason::ToolCalls,
+            usage: Usage::default(),
+        }];
+        events.extend([result("c3"), result("c1"), result("c2")]);
+        let projection = Projection::from_events("sys".into(), &events);
+        let ids: Vec<&str> = projection
+            .messages()
+            .iter()
+            .filter_map(|m| match m {
+                ModelMessage::Tool { call_id, .. } => Some(call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids, ["c1", "c2", "c3"]);
+    }
 
     #[test]
     fn chunks_and_failed_attempts_do_not_reach_the_model() {

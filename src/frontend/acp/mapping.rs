@@ -137,6 +137,10 @@ pub(super) fn acp_stop_reason(reason: StopReason) -> (&'static str, Option<&'sta
         StopReason::MaxIterations => return ("max_turn_requests", None),
         // The session's token budget ran out: no more tokens.
         StopReason::TokenBudget => "max_tokens",
+        // A money or token cap of `[budget]` stopped the next call.
+        StopReason::BudgetExceeded => "max_tokens",
+        // Compactions that went nowhere, like a loop: a runaway turn.
+        StopReason::CompactionSpiral => "max_turn_requests",
         // The loop detector stopped a model repeating its tool calls: too
         // many requests that went nowhere.
         StopReason::LoopDetected => "max_turn_requests",
@@ -172,6 +176,14 @@ mod tests {
             ("max_tokens", Some("token_budget"))
         );
         assert_eq!(acp_stop_reason(StopReason::Cancelled), ("cancelled", None));
+        assert_eq!(
+            acp_stop_reason(StopReason::BudgetExceeded),
+            ("max_tokens", Some("budget_exceeded"))
+        );
+        assert_eq!(
+            acp_stop_reason(StopReason::CompactionSpiral),
+            ("max_turn_requests", Some("compaction_spiral"))
+        );
         assert_eq!(
             acp_stop_reason(StopReason::LoopDetected),
             ("max_turn_requests", Some("loop_detected"))

@@ -34,12 +34,16 @@ use self::outgoing::Outgoing;
 use self::progress::Progress;
 use crate::core::daemon::{Daemon, DaemonOptions};
 use crate::core::log::{Durability, EventSink, LoggedEvent};
+use crate::frontend::coalesce::{Pending, PendingFrames};
 use crate::frontend::updates::update_notification;
 
 /// What the writer task is asked to do.
 pub(crate) enum Outbound {
     /// A JSON-RPC message body to frame and write.
     Frame(Vec<u8>),
+    /// A streamed chunk of a session, which may merge with the chunks
+    /// after it while the editor is slow to read.
+    Chunk(String, Box<LoggedEvent>),
     /// Write everything queued so far, then stop.
     Close(oneshot::Sender<()>),
 }
@@ -66,6 +70,18 @@ impl OutboundQueue {
     pub fn send_body(&self, body: Vec<u8>) {
         // The writer only stops at shutdown, when nothing more is owed.
         let _ = self.0.send(Outbound::Frame(body));
+    }
+
+    /// Queues a session's update; a chunk stays mergeable until written.
+    pub fn send_update(&self, session_id: &str, event: &LoggedEvent) {
+        if crate::frontend::coalesce::is_chunk(&event.event) {
+            let _ = self.0.send(Outbound::Chunk(
+                session_id.to_string(),
+                Box::new(event.clone()),
+            ));
+        } else if let Some(body) = update_notification(session_id, event) {
+            self.send_body(body);
+        }
     }
 
     pub fn send_json(&self, value: &serde_json::Value) {
@@ -97,9 +113,7 @@ impl EventSink for LspSink {
 
 impl LspSink {
     fn send_update(&self, session_id: &str, event: &LoggedEvent) {
-        if let Some(body) = update_notification(session_id, event) {
-            self.out.send_body(body);
-        }
+        self.out.send_update(session_id, event);
     }
 }
 
@@ -149,14 +163,35 @@ fn write_frames(mut rx: mpsc::UnboundedReceiver<Outbound>, frame: Framer) {
     use std::io::Write;
     let stdout = std::io::stdout();
     let mut stdout = stdout.lock();
-    while let Some(item) = rx.blocking_recv() {
+    // What arrived while stdout was blocked (a slow editor) waits here,
+    // with adjacent chunks of one message merged.
+    let mut pending: PendingFrames<Outbound> = PendingFrames::default();
+    loop {
+        if pending.is_empty() {
+            match rx.blocking_recv() {
+                Some(item) => pending.push(pending_frame(item)),
+                None => break,
+            }
+        }
+        while let Ok(item) = rx.try_recv() {
+            pending.push(pending_frame(item));
+        }
+        let Some(next) = pending.pop() else { continue };
+        let item = match next {
+            Pending::Chunk { session, event } => match update_notification(&session, &event) {
+                Some(body) => Outbound::Frame(body),
+                None => continue,
+            },
+            Pending::Other(item) => item,
+        };
         match item {
+            Outbound::Chunk(..) => {}
             Outbound::Frame(body) => {
                 if let Err(e) = stdout.write_all(&frame(&body)) {
                     tracing::error!("cannot write to stdout: {e}");
                     return;
                 }
-                if rx.is_empty() {
+                if pending.is_empty() && rx.is_empty() {
                     if let Err(e) = stdout.flush() {
                         tracing::error!("cannot flush stdout: {e}");
                         return;
@@ -171,6 +206,13 @@ fn write_frames(mut rx: mpsc::UnboundedReceiver<Outbound>, frame: Framer) {
         }
     }
     let _ = stdout.flush();
+}
+
+fn pending_frame(item: Outbound) -> Pending<Outbound> {
+    match item {
+        Outbound::Chunk(session, event) => Pending::Chunk { session, event },
+        other => Pending::Other(other),
+    }
 }
 
 /// How the LSP session ended.

@@ -11,7 +11,7 @@ use super::{call, results, started, tool_calls, Harness};
 use crate::support::model_server::openai;
 
 #[tokio::test]
-async fn parallel_calls_finishing_out_of_order_are_returned_in_model_order() {
+async fn parallel_calls_are_shown_as_they_finish_and_returned_in_model_order() {
     let h = Harness::start().await;
     h.server.push(tool_calls(&[
         call("call_1", "sleepy", "1"),
@@ -24,10 +24,21 @@ async fn parallel_calls_finishing_out_of_order_are_returned_in_model_order() {
 
     // All three run at once...
     h.board.wait_for_count("start", 3).await;
-    // ...and finish in the order 3, 1, 2.
+    // ...and finish in the order 3, 1, 2; each result is logged (and so
+    // shown) when its call ends, before the slower siblings finish.
     for key in ["3", "1", "2"] {
         h.board.release(key);
         h.board.wait_for(&format!("end {key}")).await;
+        let call_id = format!("call_{key}");
+        let mut polls = 0;
+        while !results(&h.log(&session)).iter().any(|r| r.0 == call_id) {
+            polls += 1;
+            assert!(
+                polls < 500,
+                "{call_id}'s result was not logged when it ended"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
     assert_eq!(receipt.get().await.stop_reason, StopReason::EndTurn);
     let journal = h.board.journal();
@@ -42,7 +53,7 @@ async fn parallel_calls_finishing_out_of_order_are_returned_in_model_order() {
     let logged: Vec<(String, ToolStatus, String)> = results(&log);
     assert_eq!(
         logged,
-        ["1", "2", "3"]
+        ["3", "1", "2"]
             .iter()
             .map(|k| (
                 format!("call_{k}"),
@@ -79,8 +90,15 @@ async fn no_more_than_parallel_tools_calls_run_at_once() {
     }
     assert_eq!(receipt.get().await.stop_reason, StopReason::EndTurn);
     assert_eq!(h.board.max_running.load(Ordering::SeqCst), 2);
+    // Logged as they ended; given to the model in call order.
     let log = h.log(&session);
-    let ids: Vec<String> = results(&log).into_iter().map(|(id, _, _)| id).collect();
+    assert_eq!(results(&log).len(), 5);
+    let requests = h.server.wait_for_requests(2).await;
+    let ids: Vec<String> = requests[1]
+        .tool_messages()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
     assert_eq!(ids, ["call_1", "call_2", "call_3", "call_4", "call_5"]);
 }
 
@@ -122,6 +140,21 @@ async fn an_exclusive_tool_is_a_barrier_between_the_calls_around_it() {
     assert!(end_x < start_c, "{:?}", h.board.journal());
     let log = h.log(&session);
     let ids: Vec<String> = results(&log).into_iter().map(|(id, _, _)| id).collect();
-    assert_eq!(ids, ["call_a", "call_b", "call_x", "call_c"]);
+    assert_eq!(
+        ids,
+        ["call_b", "call_a", "call_x", "call_c"],
+        "as they ended"
+    );
     assert_eq!(started(&log), ["call_a", "call_b", "call_x", "call_c"]);
+    let requests = h.server.wait_for_requests(2).await;
+    let ids: Vec<String> = requests[1]
+        .tool_messages()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(
+        ids,
+        ["call_a", "call_b", "call_x", "call_c"],
+        "in call order"
+    );
 }
