@@ -27,6 +27,10 @@ enum Command {
         /// the editor window.
         #[arg(long)]
         attach: bool,
+        /// Accepted and ignored: stdio is the only transport. Language
+        /// clients (vscode-languageclient among them) add it on their own.
+        #[arg(long, hide = true)]
+        stdio: bool,
     },
     /// Run one daemon for all of the user's editor windows: a WebSocket
     /// server on 127.0.0.1 (port, pid and token in $TANDEM_HOME/serve.json).
@@ -267,8 +271,8 @@ fn main() -> ExitCode {
     };
     let code = runtime.block_on(async {
         match cli.command {
-            Some(Command::Lsp { attach: false }) => serve_lsp(tokio::io::stdin()).await,
-            Some(Command::Lsp { attach: true }) => ExitCode::from(
+            Some(Command::Lsp { attach: false, .. }) => serve_lsp(tokio::io::stdin()).await,
+            Some(Command::Lsp { attach: true, .. }) => ExitCode::from(
                 tandem::frontend::serve::shim::run(tokio::io::stdin(), tandem_home()).await,
             ),
             Some(Command::Serve {

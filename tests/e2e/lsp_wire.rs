@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::support::client::{frame, Editor};
+use crate::support::client::{frame, Editor, EditorOptions};
 
 fn error_code(response: &Value) -> i64 {
     response["error"]["code"]
@@ -32,6 +32,22 @@ async fn initialize_announces_tandem_and_incremental_sync() {
         status.success(),
         "exit after shutdown should be clean: {status:?}"
     );
+}
+
+#[tokio::test]
+async fn lsp_accepts_the_stdio_flag_that_language_clients_add() {
+    let root = tempfile::tempdir().unwrap();
+    let mut editor = Editor::spawn_with(EditorOptions {
+        args: vec!["lsp".to_string(), "--stdio".to_string()],
+        ..EditorOptions::default()
+    })
+    .await;
+    let response = editor.initialize(root.path()).await;
+    assert_eq!(
+        response["result"]["serverInfo"]["name"], "tandem",
+        "{response}"
+    );
+    assert!(editor.shutdown_and_exit().await.success());
 }
 
 #[tokio::test]

@@ -52,7 +52,8 @@ export interface ClientSetup {
 export function createClient(setup: ClientSetup): LanguageClient {
   const run = {
     command: setup.binary,
-    // No `transport`: the library would append `--stdio`, which `tandem lsp` refuses.
+    // No `transport`: spawned as a plain executable (`tandem lsp` would also
+    // accept the `--stdio` the library appends for TransportKind.stdio).
     args: ['lsp'],
     options: { env: setup.env },
   };
