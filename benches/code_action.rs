@@ -30,149 +30,16 @@ mod common;
 #[allow(dead_code)]
 #[path = "../tests/support/model_server/mod.rs"]
 mod model_server;
+#[path = "common/stdio_editor.rs"]
+mod stdio_editor;
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{ChildStdin, Command};
-use tokio::sync::mpsc;
 
 use common::{env_usize, fmt, ms, report, verdict, Stats};
-use model_server::{openai, ModelServer, Reply, SseStep};
-
-/// Guard against a hung daemon; never a way of waiting for something.
-const WAIT: Duration = Duration::from_secs(60);
-
-/// The binary under test: `TANDEM_BENCH_BIN` if set (to compare builds),
-/// else the release binary. Cargo sets `CARGO_BIN_EXE_tandem` for bench
-/// targets too; failing that, it sits next to `deps/`, where this bench's
-/// executable is.
-fn tandem_bin() -> PathBuf {
-    if let Some(path) = std::env::var_os("TANDEM_BENCH_BIN") {
-        println!(
-            "binary (TANDEM_BENCH_BIN): {}",
-            PathBuf::from(&path).display()
-        );
-        return PathBuf::from(path);
-    }
-    if let Some(path) = option_env!("CARGO_BIN_EXE_tandem") {
-        println!("binary (CARGO_BIN_EXE_tandem): {path}");
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("bench executable path");
-    let path = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .map(|dir| dir.join("tandem"))
-        .expect("target/release/tandem");
-    println!("binary (next to the bench): {}", path.display());
-    path
-}
-
-fn frame(body: &[u8]) -> Vec<u8> {
-    let mut out = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-    out.extend_from_slice(body);
-    out
-}
-
-/// One frame from the daemon and when the read that completed it returned.
-struct Received {
-    at: Instant,
-    body: Vec<u8>,
-}
-
-/// Splits stdout into frames, stamping them; parsing is left to the main
-/// task so that this loop gets back to `read` at once.
-async fn read_frames(mut stdout: tokio::process::ChildStdout, tx: mpsc::UnboundedSender<Received>) {
-    let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        let n = match stdout.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        let at = Instant::now();
-        buf.extend_from_slice(&chunk[..n]);
-        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let header = String::from_utf8_lossy(&buf[..end]).to_string();
-            let len: usize = header
-                .lines()
-                .find_map(|l| l.strip_prefix("Content-Length: "))
-                .and_then(|v| v.trim().parse().ok())
-                .expect("frame with Content-Length");
-            if buf.len() < end + 4 + len {
-                break;
-            }
-            let body = buf[end + 4..end + 4 + len].to_vec();
-            buf.drain(..end + 4 + len);
-            if tx.send(Received { at, body }).is_err() {
-                return;
-            }
-        }
-    }
-}
-
-struct Editor {
-    stdin: ChildStdin,
-    incoming: mpsc::UnboundedReceiver<Received>,
-    next_id: i64,
-}
-
-impl Editor {
-    async fn send(&mut self, message: &Value) {
-        let body = serde_json::to_vec(message).expect("serialize");
-        self.stdin.write_all(&frame(&body)).await.expect("write");
-        self.stdin.flush().await.expect("flush");
-    }
-
-    async fn start_request(&mut self, method: &str, params: Value) -> i64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        id
-    }
-
-    /// Every frame up to and including the response to `id`.
-    async fn until_response(&mut self, id: i64) -> Vec<(Instant, Value)> {
-        let mut frames = Vec::new();
-        loop {
-            let received = tokio::time::timeout(WAIT, self.incoming.recv())
-                .await
-                .expect("the daemon answered in time")
-                .expect("the daemon kept stdout open");
-            let value: Value = serde_json::from_slice(&received.body).expect("JSON frame");
-            let done = value.get("id") == Some(&json!(id)) && value.get("method").is_none();
-            frames.push((received.at, value));
-            if done {
-                return frames;
-            }
-        }
-    }
-
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.start_request(method, params).await;
-        let frames = self.until_response(id).await;
-        frames.last().expect("response").1.clone()
-    }
-}
-
-/// `count` text deltas, one every `period`, then the usual ending. The
-/// deltas are paced from the start of the reply (`SseStep::Until`), not by
-/// a delay before each: tokio's timer rounds every sleep up to its next
-/// 1 ms tick, so `Delay(1ms)` steps would stream at about 430/s.
-fn paced_script(count: usize, period: Duration) -> Reply {
-    let mut steps = Vec::with_capacity(2 * count + 3);
-    for i in 0..count {
-        steps.push(SseStep::Until(period * (i as u32 + 1)));
-        steps.push(openai::delta(json!({"content": format!("{i} ")})));
-    }
-    steps.extend(openai::ending("stop"));
-    Reply::Sse(steps)
-}
+use model_server::ModelServer;
+use stdio_editor::{paced_script, tandem_bin, Editor};
 
 const LINES: usize = 10_000;
 const DIAGNOSTICS: usize = 50;
@@ -207,36 +74,6 @@ fn diagnostics() -> Vec<Value> {
             })
         })
         .collect()
-}
-
-impl Editor {
-    /// Sends one code action request and waits for its answer; returns the
-    /// round trip and the answer. Other frames (updates of the streaming
-    /// session) are counted and dropped.
-    async fn code_action(&mut self, params: &Value, other: &mut usize) -> (Duration, Value) {
-        let id = self.next_id;
-        self.next_id += 1;
-        let body = serde_json::to_vec(
-            &json!({"jsonrpc": "2.0", "id": id, "method": "textDocument/codeAction", "params": params}),
-        )
-        .expect("serialize");
-        let bytes = frame(&body);
-        let sent = Instant::now();
-        self.stdin.write_all(&bytes).await.expect("write");
-        self.stdin.flush().await.expect("flush");
-        loop {
-            let received = tokio::time::timeout(WAIT, self.incoming.recv())
-                .await
-                .expect("the daemon answered in time")
-                .expect("the daemon kept stdout open");
-            // Cheap check first: most frames while streaming are updates.
-            let value: Value = serde_json::from_slice(&received.body).expect("JSON frame");
-            if value.get("id") == Some(&json!(id)) && value.get("method").is_none() {
-                return (received.at.saturating_duration_since(sent), value);
-            }
-            *other += 1;
-        }
-    }
 }
 
 /// The handler alone, in process: what the daemon spends on a request
@@ -298,41 +135,8 @@ async fn main() {
     let root = tempfile::tempdir().expect("temp workspace");
     let root_path = std::fs::canonicalize(root.path()).expect("canonical root");
     let bin = tandem_bin();
-    let stderr = std::fs::File::create(home.path().join("stderr.log")).expect("stderr log");
-    let mut child = Command::new(&bin)
-        .arg("lsp")
-        .env("TANDEM_HOME", home.path())
-        .env_remove("TANDEM_LOG")
-        .env_remove("TANDEM_FSYNC")
-        .env_remove("TANDEM_BASE_URL")
-        .env_remove("TANDEM_MODEL")
-        .env_remove("TANDEM_PROVIDER")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(stderr))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn tandem (run through `cargo bench`, which builds it)");
-    let (tx, incoming) = mpsc::unbounded_channel();
-    tokio::spawn(read_frames(child.stdout.take().expect("stdout"), tx));
-    let mut editor = Editor {
-        stdin: child.stdin.take().expect("stdin"),
-        incoming,
-        next_id: 1,
-    };
-
-    let root_uri = format!("file://{}", root_path.display());
-    let init = editor
-        .request(
-            "initialize",
-            json!({"processId": null, "rootUri": root_uri, "capabilities": {},
-                   "workspaceFolders": [{"uri": root_uri, "name": "root"}]}),
-        )
-        .await;
-    assert!(init.get("result").is_some(), "initialize failed: {init}");
-    editor
-        .send(&json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
-        .await;
+    let mut editor = Editor::spawn(&bin, &["lsp"], home.path());
+    editor.handshake(&root_path).await;
     let path = root_path.join("src/big.rs");
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
     let text = document();
@@ -360,7 +164,9 @@ async fn main() {
     let mut other = 0;
     // Warm-up: the catalog cache, allocations.
     for _ in 0..200 {
-        let (_, answer) = editor.code_action(&params, &mut other).await;
+        let (_, answer) = editor
+            .timed_request("textDocument/codeAction", &params, &mut other)
+            .await;
         check(&answer);
     }
 
@@ -373,7 +179,9 @@ async fn main() {
     });
     let mut plumbing = Vec::with_capacity(requests);
     for _ in 0..requests {
-        let (took, answer) = editor.code_action(&empty, &mut other).await;
+        let (took, answer) = editor
+            .timed_request("textDocument/codeAction", &empty, &mut other)
+            .await;
         assert_eq!(answer["result"], json!([]), "{answer}");
         plumbing.push(took);
     }
@@ -385,7 +193,9 @@ async fn main() {
     heavy["context"]["diagnostics"] = json!(diagnostics());
     let mut sized = Vec::with_capacity(requests);
     for _ in 0..requests {
-        let (took, answer) = editor.code_action(&heavy, &mut other).await;
+        let (took, answer) = editor
+            .timed_request("textDocument/codeAction", &heavy, &mut other)
+            .await;
         assert_eq!(answer["result"], json!([]), "{answer}");
         sized.push(took);
     }
@@ -396,7 +206,9 @@ async fn main() {
 
     let mut idle = Vec::with_capacity(requests);
     for _ in 0..requests {
-        let (took, answer) = editor.code_action(&params, &mut other).await;
+        let (took, answer) = editor
+            .timed_request("textDocument/codeAction", &params, &mut other)
+            .await;
         check(&answer);
         idle.push(took);
     }
@@ -430,7 +242,9 @@ async fn main() {
     let mut busy = Vec::new();
     other = 0;
     while server.chunk_write_times().len() < offset + chunks {
-        let (took, answer) = editor.code_action(&params, &mut other).await;
+        let (took, answer) = editor
+            .timed_request("textDocument/codeAction", &params, &mut other)
+            .await;
         check(&answer);
         busy.push(took);
     }
@@ -443,16 +257,7 @@ async fn main() {
     let busy = Stats::of(&busy);
     report("codeAction, another turn streaming", &busy);
     // Drain the prompt's response.
-    loop {
-        let received = tokio::time::timeout(WAIT, editor.incoming.recv())
-            .await
-            .expect("the prompt ended in time")
-            .expect("stdout open");
-        let value: Value = serde_json::from_slice(&received.body).expect("JSON frame");
-        if value.get("id") == Some(&json!(prompt)) && value.get("method").is_none() {
-            break;
-        }
-    }
+    editor.until_response(prompt).await;
 
     verdict(
         "p99, handler in the daemon",
@@ -473,10 +278,5 @@ async fn main() {
         ms(busy.p99) < 1.0,
     );
 
-    let id = editor.start_request("shutdown", Value::Null).await;
-    editor.until_response(id).await;
-    editor
-        .send(&json!({"jsonrpc": "2.0", "method": "exit"}))
-        .await;
-    let _ = tokio::time::timeout(WAIT, child.wait()).await;
+    editor.shutdown().await;
 }

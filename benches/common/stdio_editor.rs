@@ -231,6 +231,39 @@ impl Editor {
         frames
     }
 
+    /// Sends one request and waits for its answer, timing from just before
+    /// its frame is written to the read that returned the answer; the other
+    /// frames read meanwhile (updates of a streaming session) are counted
+    /// in `other` and dropped.
+    pub async fn timed_request(
+        &mut self,
+        method: &str,
+        params: &Value,
+        other: &mut usize,
+    ) -> (Duration, Value) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let body = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )
+        .expect("serialize");
+        let bytes = frame(&body);
+        let sent = Instant::now();
+        self.stdin.write_all(&bytes).await.expect("write");
+        self.stdin.flush().await.expect("flush");
+        loop {
+            let received = tokio::time::timeout(WAIT, self.incoming.recv())
+                .await
+                .expect("the daemon answered in time")
+                .expect("the daemon kept stdout open");
+            let value: Value = serde_json::from_slice(&received.body).expect("JSON frame");
+            if value.get("id") == Some(&json!(id)) && value.get("method").is_none() {
+                return (received.at.saturating_duration_since(sent), value);
+            }
+            *other += 1;
+        }
+    }
+
     pub async fn shutdown(mut self) {
         let id = self.start_request("shutdown", Value::Null).await;
         self.until_response(id).await;
