@@ -85,6 +85,9 @@ enum Command {
         /// Only this turn (`3` or `t3`).
         #[arg(long, value_name = "N")]
         turn: Option<String>,
+        /// Print the file ledger: the files read and edited, at which step.
+        #[arg(long, conflicts_with_all = ["json", "turn", "full"])]
+        files: bool,
     },
 }
 
@@ -138,9 +141,11 @@ fn list_sessions() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn replay(session_id: &str, full: bool, json: bool, turn: Option<String>) -> ExitCode {
+fn replay(session_id: &str, full: bool, json: bool, files: bool, turn: Option<String>) -> ExitCode {
     use tandem::core::history::{replay_session, ReplayFormat, ReplayOptions};
-    let format = if json {
+    let format = if files {
+        ReplayFormat::Files
+    } else if json {
         ReplayFormat::Json
     } else {
         ReplayFormat::Text
@@ -296,7 +301,8 @@ fn main() -> ExitCode {
                 full,
                 json,
                 turn,
-            }) => replay(&session_id, full, json, turn),
+                files,
+            }) => replay(&session_id, full, json, files, turn),
             None => autodetect().await,
         }
     });

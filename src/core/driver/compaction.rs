@@ -5,6 +5,7 @@
 
 use super::stream::{stream_completion, AttemptFailure};
 use super::turn::{Turn, TurnEnd};
+use crate::core::ledger::FileFacts;
 use crate::core::projection::RepairLimits;
 use crate::provider::{Completion, ErrorKind, ModelMessage, ModelRequest, ProviderError};
 use crate::vocab::event::{Event, StopReason, Usage};
@@ -47,7 +48,7 @@ impl Turn<'_> {
         let transcript = self.projection.transcript(plan);
         let (summary, error, usage) = match self.summarize(step, transcript).await {
             Ok(done) if !done.text.trim().is_empty() => {
-                (Some(done.text.trim().to_string()), None, done.usage)
+                (Some(self.with_ledger(done.text.trim())), None, done.usage)
             }
             Ok(done) => (None, Some("the summary was empty".to_string()), done.usage),
             Err(e) => {
@@ -74,6 +75,26 @@ impl Turn<'_> {
         } else {
             self.compactions_without_progress = 1;
             self.progress_at_compaction = Some(self.last_progress);
+        }
+    }
+
+    /// The summary with the file ledger appended verbatim: the model's
+    /// summary may lose paths, the ledger does not.
+    fn with_ledger(&self, summary: &str) -> String {
+        let buffers = &self.env.buffers;
+        let workspace = &self.env.workspace;
+        let facts = |path: &str| {
+            let path = workspace.resolve(path).ok()?;
+            let on_disk = std::fs::read_to_string(&path).ok();
+            let size = std::fs::metadata(&path).ok().map(|m| m.len());
+            let unsaved = buffers
+                .snapshot(&path)
+                .is_some_and(|open| on_disk.as_deref() != Some(open.rope.to_string().as_str()));
+            Some(FileFacts { size, unsaved })
+        };
+        match self.projection.ledger().render(facts) {
+            Some(ledger) => format!("{summary}\n\n{ledger}"),
+            None => summary.to_string(),
         }
     }
 

@@ -38,6 +38,9 @@ pub enum ReplayFormat {
     Text,
     /// One JSON object per line, the log's vocabulary.
     Json,
+    /// The file ledger (`--files`): the files read and edited, with their
+    /// size on disk now (relative paths against the first workspace root).
+    Files,
 }
 
 /// `tandem replay`: reads the session's log without opening it (no lock
@@ -64,5 +67,29 @@ pub fn replay_session(
     match format {
         ReplayFormat::Text => render_trajectory(&header, &events, options, daemon),
         ReplayFormat::Json => render_json_lines(&header, &events, options, daemon),
+        ReplayFormat::Files => Ok(render_files(&header, &events)),
+    }
+}
+
+fn render_files(
+    header: &crate::core::log::LogHeader,
+    events: &[crate::core::log::LoggedEvent],
+) -> String {
+    use crate::core::ledger::{FileFacts, Ledger};
+    let ledger = Ledger::from_events(events.iter().map(|logged| &logged.event));
+    let root = header.workspace.first();
+    let facts = |path: &str| {
+        let path = match root {
+            Some(root) => root.join(path),
+            None => std::path::PathBuf::from(path),
+        };
+        Some(FileFacts {
+            size: std::fs::metadata(path).ok().map(|m| m.len()),
+            unsaved: false,
+        })
+    };
+    match ledger.render(facts) {
+        Some(text) => format!("{text}\n"),
+        None => "No files were read or edited in this session.\n".to_string(),
     }
 }

@@ -31,6 +31,8 @@ pub struct Projection {
     messages: Vec<ModelMessage>,
     /// Rough size of the history in characters, for token estimates.
     chars: usize,
+    /// The files read and edited, folded from the same events.
+    ledger: crate::core::ledger::Ledger,
 }
 
 impl Projection {
@@ -42,6 +44,7 @@ impl Projection {
                 text: system_prompt,
             }],
             chars,
+            ledger: Default::default(),
         }
     }
 
@@ -61,6 +64,11 @@ impl Projection {
         &self.messages
     }
 
+    /// The files the session read and edited so far.
+    pub fn ledger(&self) -> &crate::core::ledger::Ledger {
+        &self.ledger
+    }
+
     /// Estimated input tokens of a request carrying this history (about
     /// four characters a token).
     pub fn estimated_tokens(&self) -> u64 {
@@ -74,6 +82,7 @@ impl Projection {
 
     /// Applies one event; events that do not reach the model are ignored.
     pub fn apply(&mut self, event: &Event) {
+        self.ledger.apply(event);
         let message = match event {
             Event::UserMessage { content, .. } => ModelMessage::User {
                 text: render_user_content(content),
