@@ -12,6 +12,7 @@ mod compaction;
 mod exec_cli;
 mod guards;
 mod layers;
+mod ledger;
 mod loop_inprocess;
 mod loop_wire;
 mod lsp_wire;
