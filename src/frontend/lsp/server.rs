@@ -76,6 +76,44 @@ pub fn build_service(
     .finish()
 }
 
+/// What the client can do for the daemon, from its `initialize` params:
+/// `experimental.tandem` (answering permission and question requests) and
+/// the workspace-edit abilities apply_patch chooses its route by. `Err`
+/// names the bad field.
+pub(crate) fn client_abilities(
+    params: &InitializeParams,
+) -> std::result::Result<ClientAbilities, String> {
+    let tandem: ClientTandemCapabilities = match params
+        .capabilities
+        .experimental
+        .as_ref()
+        .and_then(|e| e.get("tandem"))
+    {
+        Some(tandem) => serde_json::from_value(tandem.clone())
+            .map_err(|e| format!("capabilities.experimental.tandem: {e}"))?,
+        None => ClientTandemCapabilities::default(),
+    };
+    let workspace = params.capabilities.workspace.as_ref();
+    let edits = workspace.and_then(|w| w.workspace_edit.as_ref());
+    let ops = edits.and_then(|e| e.resource_operations.as_ref());
+    Ok(ClientAbilities {
+        request_permission: tandem.request_permission,
+        request_user_input: tandem.request_user_input,
+        apply_edit: workspace.and_then(|w| w.apply_edit).unwrap_or(false)
+            && edits.and_then(|e| e.document_changes).unwrap_or(false),
+        change_annotations: edits.is_some_and(|e| e.change_annotation_support.is_some()),
+        resource_operations: ops.is_some_and(|ops| {
+            [
+                ResourceOperationKind::Create,
+                ResourceOperationKind::Rename,
+                ResourceOperationKind::Delete,
+            ]
+            .iter()
+            .all(|k| ops.contains(k))
+        }),
+    })
+}
+
 pub(super) fn daemon_error(error: DaemonError) -> Error {
     let (code, message, data) = daemon_error_parts(error);
     Error {
@@ -198,17 +236,7 @@ impl LanguageServer for Backend {
             }
             self.daemon.workspace().set_roots(roots);
 
-            let tandem_caps: ClientTandemCapabilities = match params
-                .capabilities
-                .experimental
-                .as_ref()
-                .and_then(|e| e.get("tandem"))
-            {
-                Some(tandem) => serde_json::from_value(tandem.clone()).map_err(|e| {
-                    Error::invalid_params(format!("capabilities.experimental.tandem: {e}"))
-                })?,
-                None => ClientTandemCapabilities::default(),
-            };
+            let abilities = client_abilities(&params).map_err(Error::invalid_params)?;
             self.progress.set_enabled(
                 params
                     .capabilities
@@ -217,26 +245,7 @@ impl LanguageServer for Backend {
                     .and_then(|w| w.work_done_progress)
                     .unwrap_or(false),
             );
-            let workspace_caps = params.capabilities.workspace.as_ref();
-            let edit_caps = workspace_caps.and_then(|w| w.workspace_edit.as_ref());
-            let resource_ops = edit_caps.and_then(|e| e.resource_operations.as_ref());
-            self.outgoing.set_abilities(ClientAbilities {
-                request_permission: tandem_caps.request_permission,
-                request_user_input: tandem_caps.request_user_input,
-                apply_edit: workspace_caps.and_then(|w| w.apply_edit).unwrap_or(false)
-                    && edit_caps.and_then(|e| e.document_changes).unwrap_or(false),
-                change_annotations: edit_caps
-                    .is_some_and(|e| e.change_annotation_support.is_some()),
-                resource_operations: resource_ops.is_some_and(|ops| {
-                    [
-                        ResourceOperationKind::Create,
-                        ResourceOperationKind::Rename,
-                        ResourceOperationKind::Delete,
-                    ]
-                    .iter()
-                    .all(|k| ops.contains(k))
-                }),
-            });
+            self.outgoing.set_abilities(abilities);
             if let Some(options) = params.initialization_options {
                 self.daemon
                     .set_init_options(options)

@@ -16,21 +16,20 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use tower_lsp::lsp_types::{
     DidChangeTextDocumentParams, DidChangeWorkspaceFoldersParams, DidCloseTextDocumentParams,
-    DidOpenTextDocumentParams, DidSaveTextDocumentParams, InitializeParams, ResourceOperationKind,
+    DidOpenTextDocumentParams, DidSaveTextDocumentParams, InitializeParams,
 };
 
 use super::clients::DocOp;
 use super::hub::{item_message, update_message, Hub, Item};
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
 use crate::frontend::lsp::server::{
-    encoding_kind, folder_path, negotiate_encoding, text_change, uri_path,
+    client_abilities, encoding_kind, folder_path, negotiate_encoding, text_change, uri_path,
 };
 use crate::frontend::updates::{daemon_error_parts, prompt_result, session_update, user_content};
 use crate::protocol::{
-    AttachSessionParams, AttachedParams, CancelParams, ClientTandemCapabilities,
-    ListSessionsParams, LoadSessionParams, LoadSessionResult, NewSessionParams, NewSessionResult,
-    PromptParams, PromptResult, RespondParams, SetModeParams, SetModeResult, SteerParams,
-    SteerResult, PROTOCOL_VERSION,
+    AttachSessionParams, AttachedParams, CancelParams, ListSessionsParams, LoadSessionParams,
+    LoadSessionResult, NewSessionParams, NewSessionResult, PromptParams, PromptResult,
+    RespondParams, SetModeParams, SetModeResult, SteerParams, SteerResult, PROTOCOL_VERSION,
 };
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::ClientAbilities;
@@ -83,35 +82,7 @@ fn conn(extensions: &Extensions) -> usize {
 }
 
 fn abilities(params: &InitializeParams) -> RpcResult<ClientAbilities> {
-    let tandem: ClientTandemCapabilities = match params
-        .capabilities
-        .experimental
-        .as_ref()
-        .and_then(|e| e.get("tandem"))
-    {
-        Some(tandem) => serde_json::from_value(tandem.clone())
-            .map_err(|e| invalid_params(format!("capabilities.experimental.tandem: {e}")))?,
-        None => ClientTandemCapabilities::default(),
-    };
-    let workspace = params.capabilities.workspace.as_ref();
-    let edits = workspace.and_then(|w| w.workspace_edit.as_ref());
-    let ops = edits.and_then(|e| e.resource_operations.as_ref());
-    Ok(ClientAbilities {
-        request_permission: tandem.request_permission,
-        request_user_input: tandem.request_user_input,
-        apply_edit: workspace.and_then(|w| w.apply_edit).unwrap_or(false)
-            && edits.and_then(|e| e.document_changes).unwrap_or(false),
-        change_annotations: edits.is_some_and(|e| e.change_annotation_support.is_some()),
-        resource_operations: ops.is_some_and(|ops| {
-            [
-                ResourceOperationKind::Create,
-                ResourceOperationKind::Rename,
-                ResourceOperationKind::Delete,
-            ]
-            .iter()
-            .all(|k| ops.contains(k))
-        }),
-    })
+    client_abilities(params).map_err(invalid_params)
 }
 
 async fn initialize(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcResult<Value> {
