@@ -97,6 +97,20 @@ impl AcpClient {
     }
 }
 
+/// The answer text streamed in `session/update` `agent_message_chunk`s.
+pub(crate) fn agent_text_of(messages: &[Value]) -> String {
+    messages
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|m| {
+            m["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
 pub(crate) fn update_kinds(messages: &[Value]) -> Vec<String> {
     messages
         .iter()
@@ -174,17 +188,7 @@ async fn an_acp_client_runs_a_turn_with_a_permission_prompt() {
             .any(|k| k == "turn_end" || k == "usage" || k == "input_status"),
         "{kinds:?}"
     );
-    let text: String = before
-        .iter()
-        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
-        .map(|m| {
-            m["params"]["update"]["content"]["text"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
-    assert_eq!(text, "Made it.");
+    assert_eq!(agent_text_of(&before), "Made it.");
 }
 
 #[tokio::test]

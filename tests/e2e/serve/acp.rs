@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::{read_serve_json, StopOnDrop};
-use crate::acp::{update_kinds, AcpClient};
+use crate::acp::{agent_text_of, update_kinds, AcpClient};
 use crate::support::model_server::{openai, ModelServer};
 
 #[tokio::test]
@@ -68,17 +68,7 @@ async fn acp_attach_runs_a_turn_with_a_permission_prompt_in_the_serve() {
             .any(|k| k == "turn_end" || k == "usage" || k == "input_status"),
         "{kinds:?}"
     );
-    let text: String = before
-        .iter()
-        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
-        .map(|m| {
-            m["params"]["update"]["content"]["text"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
-    assert_eq!(text, "Made it.");
+    assert_eq!(agent_text_of(&before), "Made it.");
 
     // A failed turn is an error, as in `tandem acp`.
     server.push(openai::error(401, "bad key"));
