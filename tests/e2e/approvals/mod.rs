@@ -197,6 +197,19 @@ fn allow_always_only(editor: &mut Editor, cmd: &'static str) {
     });
 }
 
+/// The session's `approval_decided` events as (decision, scope) pairs.
+fn decisions_with_scopes(editor: &Editor, session: &str) -> Vec<(String, Value)> {
+    logged(editor, session, "approval_decided")
+        .iter()
+        .map(|d| {
+            (
+                d["decision"].as_str().unwrap().to_string(),
+                d["scope"].clone(),
+            )
+        })
+        .collect()
+}
+
 fn answer_permission(editor: &mut Editor, option_id: &'static str) {
     editor.on_request(move |method, _| {
         (method == "tandem/requestPermission")

@@ -5,8 +5,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    allow_always_only, answer_permission, exec_call, logged, next_request, position, requests_of,
-    review_session, start_prompt_params, tool_result, Caps, PERMISSION,
+    allow_always_only, answer_permission, decisions_with_scopes, exec_call, logged, next_request,
+    position, requests_of, review_session, start_prompt_params, tool_result, Caps, PERMISSION,
 };
 use crate::support::model_server::{openai, ModelServer};
 
@@ -184,15 +184,7 @@ async fn review_mode_allow_always_remembers_the_command_prefix_in_later_turns() 
     );
     assert!(!root.path().join("other").exists());
 
-    let decisions: Vec<(String, Value)> = logged(&editor, &session, "approval_decided")
-        .iter()
-        .map(|d| {
-            (
-                d["decision"].as_str().unwrap().to_string(),
-                d["scope"].clone(),
-            )
-        })
-        .collect();
+    let decisions = decisions_with_scopes(&editor, &session);
     assert_eq!(
         decisions,
         vec![
@@ -261,15 +253,7 @@ async fn review_mode_reject_always_blocks_the_command_prefix_without_asking_agai
     assert!(tool_result(&requests[1], "call_1").starts_with("rejected:"));
     let blocked = tool_result(&requests[3], "call_2");
     assert!(blocked.starts_with("rejected:"), "{blocked}");
-    let decisions: Vec<(String, Value)> = logged(&editor, &session, "approval_decided")
-        .iter()
-        .map(|d| {
-            (
-                d["decision"].as_str().unwrap().to_string(),
-                d["scope"].clone(),
-            )
-        })
-        .collect();
+    let decisions = decisions_with_scopes(&editor, &session);
     assert_eq!(
         decisions,
         vec![
