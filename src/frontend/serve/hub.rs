@@ -22,6 +22,7 @@ use jsonrpsee::core::server::{SubscriptionSink, TrySendError};
 use serde_json::value::RawValue;
 
 use super::clients::Clients;
+use super::owners::TurnOwners;
 use crate::core::log::{EventSink, LoggedEvent};
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::{Outbound, OutboundQueue};
@@ -149,14 +150,13 @@ struct State {
     subs: HashMap<String, Vec<Arc<Subscriber>>>,
     last_seq: HashMap<String, u64>,
     bridges: HashMap<String, SessionBridge>,
-    /// The connection whose prompt or steer the session last received.
-    owners: HashMap<String, usize>,
 }
 
 pub struct Hub {
     state: Mutex<State>,
     next_sub: AtomicU64,
     pub clients: Arc<Clients>,
+    pub owners: TurnOwners,
 }
 
 impl Hub {
@@ -165,6 +165,7 @@ impl Hub {
             state: Mutex::new(State::default()),
             next_sub: AtomicU64::new(1),
             clients,
+            owners: TurnOwners::default(),
         })
     }
 
@@ -222,7 +223,7 @@ impl Hub {
         if let Some(bridge) = state.bridges.get_mut(session_id) {
             bridge.pending.insert(id.to_string(), message.clone());
         }
-        let owner = state.owners.get(session_id).copied();
+        let owner = self.owners.get(session_id);
         for sub in state.subs.get(session_id).into_iter().flatten() {
             if self.answers(sub.conn, &message, owner) {
                 sub.deliver(Item::Message(message.clone()));
@@ -245,7 +246,7 @@ impl Hub {
     /// Recomputes what a session's bridge says the editor can do.
     pub fn refresh(&self, session_id: &str) {
         let mut state = self.state();
-        let owner = state.owners.get(session_id).copied();
+        let owner = self.owners.get(session_id);
         let attached: Vec<usize> = state
             .subs
             .get(session_id)
@@ -273,12 +274,20 @@ impl Hub {
         }
     }
 
-    /// Makes `conn` the session's owner: its buffers are what the turn reads
-    /// and its editor is where edits go.
-    pub fn set_owner(&self, session_id: &str, conn: usize) {
-        self.state().owners.insert(session_id.to_string(), conn);
-        self.clients.mirror(conn);
-        self.refresh(session_id);
+    /// Makes `conn` the owner of a session no turn has named one for (its
+    /// creator, or the first to load it).
+    pub fn claim_if_unowned(&self, session_id: &str, conn: usize) {
+        if self.owners.claim_if_unowned(session_id, conn) {
+            self.refresh(session_id);
+        }
+    }
+
+    /// Records that `conn` queued input `message_id` (its turn will be
+    /// `conn`'s).
+    pub fn note_origin(&self, session_id: &str, message_id: &str, conn: usize) {
+        if self.owners.note_origin(session_id, message_id, conn) {
+            self.refresh(session_id);
+        }
     }
 
     /// Registers a subscriber before its replay is read. Requests of the
@@ -300,7 +309,7 @@ impl Hub {
         });
         {
             let mut state = self.state();
-            let owner = state.owners.get(session_id).copied();
+            let owner = self.owners.get(session_id);
             if let Some(bridge) = state.bridges.get(session_id) {
                 for request in bridge.pending.values() {
                     if self.answers(conn, request, owner) {
@@ -392,8 +401,8 @@ impl Hub {
     /// A connection closed: it owns nothing any more.
     pub fn disconnected(&self, conn: usize) {
         let sessions: Vec<String> = {
+            self.owners.disconnected(conn);
             let mut state = self.state();
-            state.owners.retain(|_, c| *c != conn);
             for subs in state.subs.values_mut() {
                 subs.retain(|s| s.conn != conn);
             }
@@ -408,6 +417,9 @@ impl Hub {
 
 impl EventSink for Hub {
     fn on_event(&self, session_id: &str, event: &LoggedEvent) {
+        if self.owners.on_event(session_id, &event.event) {
+            self.refresh(session_id);
+        }
         let mut state = self.state();
         let last = state.last_seq.entry(session_id.to_string()).or_default();
         *last = (*last).max(event.seq);

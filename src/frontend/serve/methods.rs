@@ -249,7 +249,7 @@ async fn new_session(
             config,
         })
         .map_err(daemon_error)?;
-    ctx.hub.set_owner(&session.id, conn);
+    ctx.hub.claim_if_unowned(&session.id, conn);
     Ok(NewSessionResult {
         session_id: session.id.clone(),
     })
@@ -281,11 +281,12 @@ async fn prompt(
     ctx.daemon
         .session(&params.session_id)
         .map_err(daemon_error)?;
-    ctx.hub.set_owner(&params.session_id, conn);
-    let (_, receipt) = ctx
+    let buffers = ctx.hub.clients.buffers(conn);
+    let (message_id, receipt) = ctx
         .daemon
-        .prompt(&params.session_id, user_content(params.prompt))
+        .prompt_reading(&params.session_id, user_content(params.prompt), buffers)
         .map_err(daemon_error)?;
+    ctx.hub.note_origin(&params.session_id, &message_id, conn);
     // If this connection closes now, jsonrpsee drops this future and the
     // turn runs on: other clients may be watching it.
     let receipt = receipt.await.map_err(|_| {
@@ -309,11 +310,18 @@ async fn steer(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcRe
     ctx.daemon
         .session(&params.session_id)
         .map_err(daemon_error)?;
-    ctx.hub.set_owner(&params.session_id, conn(&ext));
+    let conn = conn(&ext);
+    let buffers = ctx.hub.clients.buffers(conn);
     let message_id = ctx
         .daemon
-        .steer(&params.session_id, user_content(params.prompt), params.wake)
+        .steer_reading(
+            &params.session_id,
+            user_content(params.prompt),
+            params.wake,
+            buffers,
+        )
         .map_err(daemon_error)?;
+    ctx.hub.note_origin(&params.session_id, &message_id, conn);
     Ok(SteerResult { message_id })
 }
 
@@ -376,7 +384,7 @@ fn register_tandem(
             .daemon
             .load_session(&params.session_id)
             .map_err(daemon_error)?;
-        ctx.hub.set_owner(&session.id, conn(&ext));
+        ctx.hub.claim_if_unowned(&session.id, conn(&ext));
         let replayed = events
             .iter()
             .filter(|e| session_update(&e.event).is_some())

@@ -4,6 +4,7 @@
 
 mod acp;
 mod attach;
+mod buffers;
 mod security;
 mod shim;
 
