@@ -20,6 +20,7 @@ use tower_lsp::lsp_types::{
 };
 
 use super::clients::DocOp;
+use super::connection::RequestCancel;
 use super::hub::{item_message, update_message, Hub, Item};
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
 use crate::frontend::lsp::server::{
@@ -287,9 +288,26 @@ async fn prompt(
         .prompt_reading(&params.session_id, user_content(params.prompt), buffers)
         .map_err(daemon_error)?;
     ctx.hub.note_origin(&params.session_id, &message_id, conn);
+    // `$/cancelRequest` for this request withdraws the prompt (see
+    // `connection`); the answer still waits for the turn's end.
+    let receipt = match ext.get::<RequestCancel>().cloned() {
+        Some(RequestCancel(token)) => {
+            tokio::pin!(receipt);
+            tokio::select! {
+                receipt = &mut receipt => receipt,
+                _ = token.cancelled() => {
+                    if let Ok(session) = ctx.daemon.session(&params.session_id) {
+                        session.withdraw_prompt(&message_id);
+                    }
+                    receipt.await
+                }
+            }
+        }
+        None => receipt.await,
+    };
     // If this connection closes now, jsonrpsee drops this future and the
     // turn runs on: other clients may be watching it.
-    let receipt = receipt.await.map_err(|_| {
+    let receipt = receipt.map_err(|_| {
         ErrorObjectOwned::owned(
             -32603,
             "the session stopped before the turn ended",
