@@ -27,6 +27,8 @@ pub struct Client {
     /// the `config` of the sessions it creates).
     pub init_options: Value,
     pub buffers: Arc<BufferCache>,
+    /// `window.workDoneProgress`: it shows `$/progress`.
+    pub work_done_progress: bool,
 }
 
 impl Client {
@@ -36,6 +38,7 @@ impl Client {
             roots: Vec::new(),
             init_options: Value::Null,
             buffers: Arc::new(BufferCache::new()),
+            work_done_progress: false,
         }
     }
 }
@@ -115,6 +118,7 @@ impl Clients {
         roots: Vec<PathBuf>,
         init_options: Value,
         encoding: PositionEncoding,
+        work_done_progress: bool,
     ) {
         let mut clients = self.lock();
         let client = clients.entry(conn).or_insert_with(Client::new);
@@ -122,6 +126,11 @@ impl Clients {
         client.roots = roots;
         client.init_options = init_options;
         client.buffers.set_encoding(encoding);
+        client.work_done_progress = work_done_progress;
+    }
+
+    pub fn work_done_progress(&self, conn: usize) -> bool {
+        self.lock().get(&conn).is_some_and(|c| c.work_done_progress)
     }
 
     pub fn abilities(&self, conn: usize) -> ClientAbilities {

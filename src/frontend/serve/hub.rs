@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -23,6 +23,7 @@ use serde_json::value::RawValue;
 
 use super::clients::Clients;
 use super::owners::TurnOwners;
+use super::progress::{SubscriberProgress, ID_PREFIX as PROGRESS_ID_PREFIX};
 use crate::core::log::{EventSink, LoggedEvent};
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::{Outbound, OutboundQueue};
@@ -68,6 +69,8 @@ pub struct Subscriber {
     /// The sequence number of the last event this subscriber has sent on
     /// (or skipped): what a `tandem/prompt` answer waits for.
     processed: watch::Sender<u64>,
+    /// `$/progress` for its client, when the client asked for it.
+    pub progress: OnceLock<SubscriberProgress>,
 }
 
 impl Subscriber {
@@ -102,6 +105,11 @@ impl Subscriber {
             }
         }
         let _ = self.tx.send(item);
+    }
+
+    /// Sends a message (a request, a notification) to this subscriber.
+    pub fn send_message(&self, message: Arc<Value>) {
+        self.deliver(Item::Message(message));
     }
 
     /// Called by the subscription's task once the replay is out: switches
@@ -306,6 +314,7 @@ impl Hub {
             direct: Mutex::new(None),
             replayed_up_to: AtomicU64::new(0),
             processed: watch::channel(0).0,
+            progress: OnceLock::new(),
         });
         {
             let mut state = self.state();
@@ -344,6 +353,9 @@ impl Hub {
         result: Option<Value>,
         error: Option<Value>,
     ) -> bool {
+        if id.starts_with(PROGRESS_ID_PREFIX) {
+            return self.respond_progress(conn, id, result, error);
+        }
         let mut state = self.state();
         let Some((session_id, outgoing)) = state.bridges.iter_mut().find_map(|(sid, b)| {
             b.pending
@@ -367,6 +379,30 @@ impl Hub {
         }
         outgoing.complete(&answer);
         true
+    }
+
+    /// A client's answer to one of its progress-token requests.
+    fn respond_progress(
+        &self,
+        conn: usize,
+        id: &str,
+        result: Option<Value>,
+        error: Option<Value>,
+    ) -> bool {
+        let mut answer = json!({"jsonrpc": "2.0", "id": id});
+        match error {
+            Some(error) => answer["error"] = error,
+            None => answer["result"] = result.unwrap_or(Value::Null),
+        }
+        let outgoings: Vec<Arc<Outgoing>> = self
+            .state()
+            .subs
+            .values()
+            .flatten()
+            .filter(|s| s.conn == conn)
+            .filter_map(|s| s.progress.get().map(|p| p.outgoing.clone()))
+            .collect();
+        outgoings.iter().any(|o| o.complete(&answer))
     }
 
     /// Waits until `conn`'s subscribers of the session have sent on every
@@ -425,9 +461,12 @@ impl EventSink for Hub {
         *last = (*last).max(event.seq);
         if let Some(subs) = state.subs.get(session_id).filter(|s| !s.is_empty()) {
             // One copy, shared by every subscriber.
-            let event = Arc::new(event.clone());
+            let shared = Arc::new(event.clone());
             for sub in subs {
-                sub.deliver(Item::Event(event.clone()));
+                sub.deliver(Item::Event(shared.clone()));
+                if let Some(progress) = sub.progress.get() {
+                    progress.progress.on_event(session_id, &event.event);
+                }
             }
         }
     }

@@ -22,7 +22,9 @@ use tower_lsp::lsp_types::{
 use super::clients::DocOp;
 use super::connection::RequestCancel;
 use super::hub::{item_message, update_message, Hub, Item};
+use super::progress;
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
+use crate::core::session::RunState;
 use crate::frontend::lsp::server::{
     client_abilities, encoding_kind, folder_path, negotiate_encoding, text_change, uri_path,
 };
@@ -106,9 +108,20 @@ async fn initialize(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> 
             .map_err(|e| invalid_params(format!("initializationOptions: {e}")))?;
     }
     let conn = conn(&ext);
-    ctx.hub
-        .clients
-        .initialize(conn, abilities, roots, options, encoding);
+    let work_done_progress = params
+        .capabilities
+        .window
+        .as_ref()
+        .and_then(|w| w.work_done_progress)
+        .unwrap_or(false);
+    ctx.hub.clients.initialize(
+        conn,
+        abilities,
+        roots,
+        options,
+        encoding,
+        work_done_progress,
+    );
     Ok(json!({
         "serverInfo": {"name": "tandem", "version": env!("CARGO_PKG_VERSION")},
         "capabilities": {
@@ -363,6 +376,21 @@ fn register_tandem(
         session.set_mode(mode);
         RpcResult::Ok(SetModeResult { mode: params.mode })
     })?;
+    // Cancels the turn a progress token names, if it still runs (as
+    // `tandem/cancel` with `keepInbox`); other tokens are ignored.
+    module.register_method("window/workDoneProgress/cancel", |params, ctx, _| {
+        let params: Value = parse(&params)?;
+        let token = params["token"].as_str().unwrap_or_default();
+        if let Some((session_id, turn_id)) = progress::parse_token(token) {
+            let running = ctx.daemon.session(session_id).ok().filter(
+                |s| matches!(s.run_state(), RunState::Running { turn_id: t, .. } if t == turn_id),
+            );
+            if running.is_some() {
+                ctx.daemon.cancel(session_id, true).map_err(daemon_error)?;
+            }
+        }
+        RpcResult::Ok(Value::Null)
+    })?;
     module.register_method("tandem/cancel", |params, ctx, _| {
         let params: CancelParams = parse(&params)?;
         ctx.daemon
@@ -468,6 +496,17 @@ async fn attach_session(
     // Registered before the log is read: whatever is logged from now on
     // reaches the channel, whatever was logged before is in the read.
     let (sub, mut rx) = ctx.hub.subscribe(&session_id, conn);
+    if ctx.hub.clients.work_done_progress(conn) {
+        let daemon = Arc::downgrade(&ctx.daemon);
+        let titles = Box::new(move |session_id: &str, turn_id: &str| {
+            daemon
+                .upgrade()?
+                .session(session_id)
+                .ok()?
+                .turn_title(turn_id)
+        });
+        let _ = sub.progress.set(progress::for_subscriber(&sub, titles));
+    }
     let daemon = ctx.daemon.clone();
     let id = session_id.clone();
     let loaded = tokio::task::spawn_blocking(move || daemon.load_session(&id))

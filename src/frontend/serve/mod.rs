@@ -10,7 +10,8 @@
 //! - `state` — serve.json and the lock; `auth` — the HTTP check in front
 //!   of every connection; `connection` — per-connection middleware;
 //!   `clients` — what each connection declared and its documents; `owners`
-//!   — whose turn each session runs; `hub` — who follows which session; `methods` — the RPC module; `client` and
+//!   — whose turn each session runs; `hub` — who follows which session;
+//!   `progress` — `$/progress` for the clients that follow a turn; `methods` — the RPC module; `client` and
 //!   `shim` — the other end, run by `tandem lsp --attach`.
 //!
 //! Invariant: the serve binds 127.0.0.1 only, and nothing reaches a method
@@ -24,6 +25,7 @@ pub mod connection;
 pub mod hub;
 pub mod methods;
 pub mod owners;
+pub mod progress;
 pub mod shim;
 pub mod state;
 
