@@ -11,7 +11,8 @@
 //!   of every connection; `connection` — per-connection middleware;
 //!   `clients` — what each connection declared and its documents; `owners`
 //!   — whose turn each session runs; `hub` — who follows which session;
-//!   `progress` — `$/progress` for the clients that follow a turn; `methods` — the RPC module; `client` and
+//!   `progress` — `$/progress` for the clients that follow a turn; `relay`
+//!   — the shims' shared link (WebSocket and stdout on one thread); `methods` — the RPC module; `client` and
 //!   `shim` — the other end, run by `tandem lsp --attach`.
 //!
 //! Invariant: the serve binds 127.0.0.1 only, and nothing reaches a method
@@ -26,6 +27,7 @@ pub mod hub;
 pub mod methods;
 pub mod owners;
 pub mod progress;
+pub mod relay;
 pub mod shim;
 pub mod state;
 
