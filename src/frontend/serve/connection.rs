@@ -72,31 +72,31 @@ impl Guard {
     fn running(&self) -> std::sync::MutexGuard<'_, Running> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
 
+impl Running {
     /// Fires the token of request `key`, or remembers the cancel.
-    fn cancel(&self, key: String) {
-        let mut running = self.running();
-        match running.tokens.get(&key) {
+    fn cancel(&mut self, key: String) {
+        match self.tokens.get(&key) {
             Some(token) => token.cancel(),
             None => {
-                if running.early.len() == EARLY_CANCELS_KEPT {
-                    running.early.pop_front();
+                if self.early.len() == EARLY_CANCELS_KEPT {
+                    self.early.pop_front();
                 }
-                running.early.push_back(key);
+                self.early.push_back(key);
             }
         }
     }
 
     /// Tracks request `key`; its token is already fired if its cancel came
     /// first.
-    fn start(&self, key: &str) -> CancellationToken {
-        let mut running = self.running();
+    fn start(&mut self, key: &str) -> CancellationToken {
         let token = CancellationToken::new();
-        if let Some(at) = running.early.iter().position(|k| k == key) {
-            running.early.remove(at);
+        if let Some(at) = self.early.iter().position(|k| k == key) {
+            self.early.remove(at);
             token.cancel();
         }
-        running.tokens.insert(key.to_string(), token.clone());
+        self.tokens.insert(key.to_string(), token.clone());
         token
     }
 }
@@ -219,7 +219,7 @@ where
                     .ok()
                     .and_then(|p| p.get("id").map(Value::to_string));
                 if let Some(key) = target {
-                    guard.cancel(key);
+                    guard.running().cancel(key);
                 }
                 let extensions = request.extensions().clone();
                 return MethodResponse::response(
@@ -233,7 +233,7 @@ where
                 return inner.call(request).await;
             }
             let key = serde_json::to_string(&id).unwrap_or_default();
-            let token = guard.start(&key);
+            let token = guard.running().start(&key);
             let _tracked = Tracked { guard, key };
             if TURN_ANSWERED.contains(&request.method_name()) {
                 request.extensions_mut().insert(RequestCancel(token));
@@ -249,5 +249,36 @@ where
                 .with_extensions(extensions),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cancel_fires_its_running_request_or_waits_for_it_to_arrive() {
+        let mut running = Running::default();
+        let seven = running.start("7");
+        running.cancel("8".into());
+        assert!(!seven.is_cancelled());
+        running.cancel("7".into());
+        assert!(seven.is_cancelled());
+        // Handled before its request: the request starts cancelled, once.
+        assert!(running.start("8").is_cancelled());
+        assert!(!running.start("9").is_cancelled());
+        running.tokens.remove("8");
+        assert!(!running.start("8").is_cancelled());
+    }
+
+    #[test]
+    fn only_the_last_early_cancels_are_kept() {
+        let mut running = Running::default();
+        for i in 0..EARLY_CANCELS_KEPT + 1 {
+            running.cancel(i.to_string());
+        }
+        assert_eq!(running.early.len(), EARLY_CANCELS_KEPT);
+        assert!(!running.start("0").is_cancelled());
+        assert!(running.start("1").is_cancelled());
     }
 }
