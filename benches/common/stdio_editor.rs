@@ -285,7 +285,9 @@ pub fn latencies(frames: &[(Instant, Value)], written: &[Instant]) -> Vec<Durati
         {
             continue;
         }
-        let text = m["params"]["update"]["content"]["text"].as_str().unwrap_or_default();
+        let text = m["params"]["update"]["content"]["text"]
+            .as_str()
+            .unwrap_or_default();
         for piece in text.split_inclusive(' ') {
             let i = samples.len();
             assert_eq!(piece, format!("{i} "), "delta {i} out of order");

@@ -33,7 +33,7 @@ impl Dialect for Acp {
         line
     }
 
-    fn from_session(&self, raw: &str) -> Vec<Vec<u8>> {
+    fn session_message(&self, raw: &str) -> Vec<Vec<u8>> {
         let Ok(message) = serde_json::from_str::<Value>(raw) else {
             return Vec::new();
         };

@@ -37,7 +37,7 @@ pub trait Dialect: Send + 'static {
     fn frame(&self, body: &[u8]) -> Vec<u8>;
     /// The bodies the editor gets for one message of a session (`raw`: the
     /// whole JSON-RPC message, as the serve sent it).
-    fn from_session(&self, raw: &str) -> Vec<Vec<u8>>;
+    fn session_message(&self, raw: &str) -> Vec<Vec<u8>>;
     /// The result of a load request once its replay is out (`attached`:
     /// the params of `tandem/attached`).
     fn loaded(&self, attached: &Value) -> Value;
@@ -271,7 +271,7 @@ impl<D: Dialect> Link<D> {
                     (rx, text) = &mut receiving => {
                         let Some(text) = text else { break };
                         let mut replies = Vec::new();
-                        if !self.from_serve(&text, &mut out, &mut replies) {
+                        if !self.on_serve_message(&text, &mut out, &mut replies) {
                             break;
                         }
                         let mut sent = true;
@@ -334,10 +334,10 @@ impl<D: Dialect> Link<D> {
 
     /// Handles one message from the serve; what must go back to the serve
     /// goes into `replies`. False once stdout is gone.
-    fn from_serve(&self, text: &str, out: &mut impl Write, replies: &mut Vec<String>) -> bool {
+    fn on_serve_message(&self, text: &str, out: &mut impl Write, replies: &mut Vec<String>) -> bool {
         if let Some(session) = session_message(text) {
             if session.attached.is_none() {
-                for body in self.dialect.from_session(session.raw.get()) {
+                for body in self.dialect.session_message(session.raw.get()) {
                     if !self.write(out, &body) {
                         return false;
                     }

@@ -35,7 +35,7 @@ impl Dialect for Lsp {
         encode(body)
     }
 
-    fn from_session(&self, raw: &str) -> Vec<Vec<u8>> {
+    fn session_message(&self, raw: &str) -> Vec<Vec<u8>> {
         vec![raw.as_bytes().to_vec()]
     }
 
