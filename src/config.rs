@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::vocab::approval::ApprovalMode;
 
 pub mod budget;
+pub mod sandbox;
 pub mod tasks;
 
 /// Which wire format the model server speaks.
@@ -217,6 +218,8 @@ pub struct Config {
     pub serve: ServeConfig,
     /// Hard spending caps per turn, session and day.
     pub budget: budget::BudgetConfig,
+    /// How `exec_command` confines commands.
+    pub sandbox: sandbox::SandboxConfig,
     /// Prices per model name (USD per million tokens), over the built-in
     /// table of known models.
     pub pricing: std::collections::BTreeMap<String, crate::vocab::pricing::Price>,

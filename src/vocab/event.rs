@@ -315,6 +315,11 @@ pub enum Event {
         decision: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         scope: Option<String>,
+        /// The call runs outside the exec sandbox: the user chose
+        /// `allow_once_unsandboxed`, or allowed it where there is no
+        /// sandbox. Absent (false) in logs written before the sandbox.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unsandboxed: bool,
     },
     /// The agent's plan (`update_plan`).
     Plan {

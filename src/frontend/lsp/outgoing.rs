@@ -209,6 +209,10 @@ impl ClientBridge for Outgoing {
         // shown as if it did.
         let mut options =
             vec![json!({"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"})];
+        // ACP has no kind of its own for it: it is an `allow_once`.
+        if request.offer_unsandboxed {
+            options.push(json!({"optionId": "allow_once_unsandboxed", "name": "Allow once without the sandbox", "kind": "allow_once"}));
+        }
         if let Some(scope) = request.always_scope.as_deref() {
             options.push(json!({"optionId": "allow_always", "name": format!("Always allow `{scope}` in this session"), "kind": "allow_always"}));
         }
