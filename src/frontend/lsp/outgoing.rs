@@ -209,16 +209,17 @@ impl ClientBridge for Outgoing {
         // shown as if it did.
         let mut options =
             vec![json!({"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"})];
-        // ACP has no kind of its own for it: it is an `allow_once`.
-        if request.offer_unsandboxed {
-            options.push(json!({"optionId": "allow_once_unsandboxed", "name": "Allow once without the sandbox", "kind": "allow_once"}));
-        }
         if let Some(scope) = request.always_scope.as_deref() {
             options.push(json!({"optionId": "allow_always", "name": format!("Always allow `{scope}` in this session"), "kind": "allow_always"}));
         }
         options.push(json!({"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}));
         if let Some(scope) = request.always_scope.as_deref() {
             options.push(json!({"optionId": "reject_always", "name": format!("Always reject `{scope}` in this session"), "kind": "reject_always"}));
+        }
+        // Last, the least prominent: it lifts the sandbox. ACP has no kind
+        // of its own for it: it is an `allow_once`.
+        if request.offer_unsandboxed {
+            options.push(json!({"optionId": "allow_once_unsandboxed", "name": "Allow once without the sandbox", "kind": "allow_once"}));
         }
         let params = json!({
             "sessionId": request.session_id,

@@ -8,7 +8,8 @@
 //!
 //! - A line with "Permission denied", "Operation not permitted" or
 //!   "Read-only file system" names a path (the word before the message,
-//!   the one after it, or any word with a `/`, quotes stripped). If that
+//!   the one after it, or any word with a `/` past the program's name,
+//!   quotes stripped). If that
 //!   path, resolved against the command's directory, is outside the
 //!   writable paths and the daemon itself (unconfined) could write it, the
 //!   sandbox denied the write. A path the daemon could not write either is
@@ -40,9 +41,9 @@ const NETWORK_MARKERS: [&str; 9] = [
     "Cannot assign requested address",
 ];
 
-/// How the model can get the command run unconfined.
-const ESCALATE: &str = "to run the command outside the sandbox, call exec_command again with \
-                        `with_escalated_permissions: true` and a `justification`; the user will \
+/// How the model can get the command run unconfined: the last note.
+const ESCALATE: &str = "to run a command outside the sandbox, call exec_command again with \
+                        `with_escalated_permissions: true` and a `justification`: the user will \
                         be asked";
 
 /// At most this many denied paths are named.
@@ -74,26 +75,31 @@ pub fn explain(output: &str, policy: &SandboxPolicy, workdir: &Path) -> Vec<Stri
         .map(|path| {
             if policy.read_only {
                 format!(
-                    "write denied by the sandbox (read-only mode): {}; ask the user ({ESCALATE})",
+                    "write denied by the sandbox (read-only mode): {}; ask the user",
                     path.display()
                 )
             } else {
                 format!(
-                    "write outside the workspace denied by the sandbox: {}; ask the user or use a path inside the workspace ({ESCALATE})",
+                    "write outside the workspace denied by the sandbox: {}; ask the user or use a path inside the workspace",
                     path.display()
                 )
             }
         })
         .collect();
     if network {
-        notes.push(format!(
-            "network access is off in the sandbox: the command has only a loopback of its own; ask the user, who can set `[sandbox] network = true` ({ESCALATE})"
-        ));
+        notes.push(
+            "network access is off in the sandbox: the command has only a loopback of its own; ask the user, who can set `[sandbox] network = true`"
+                .to_string(),
+        );
+    }
+    if !notes.is_empty() {
+        notes.push(ESCALATE.to_string());
     }
     notes
 }
 
-/// The paths a permission error line may name, resolved against `workdir`.
+/// The paths a permission error line may name, resolved against `workdir`
+/// and through symlinks and `..`.
 fn named_paths(line: &str, marker: &str, workdir: &Path) -> Vec<PathBuf> {
     const QUOTES: [char; 6] = ['\'', '"', '`', '‘', '’', ','];
     let clean = |word: &str| {
@@ -113,8 +119,11 @@ fn named_paths(line: &str, marker: &str, workdir: &Path) -> Vec<PathBuf> {
     if let Some(first) = after.split_whitespace().next() {
         words.push(clean(first));
     }
+    // Past the program's own name (`/bin/bash: line 1: x: ...`).
+    let message = line.split_once(": ").map_or(line, |(_, rest)| rest);
     words.extend(
-        line.split(|c: char| c.is_whitespace() || QUOTES.contains(&c))
+        message
+            .split(|c: char| c.is_whitespace() || QUOTES.contains(&c))
             .map(clean)
             .filter(|w| w.contains('/')),
     );
@@ -124,7 +133,12 @@ fn named_paths(line: &str, marker: &str, workdir: &Path) -> Vec<PathBuf> {
         if word.is_empty() || word.chars().all(|c| c.is_ascii_digit()) || word.starts_with('[') {
             continue;
         }
-        let path = workdir.join(&word);
+        // The command's /proc/self/cwd is its workdir, not the daemon's.
+        // Named as the kernel resolved it: where the write would have gone.
+        let path = super::canonical_prefix(&match word.strip_prefix("/proc/self/cwd") {
+            Some(rest) => workdir.join(rest.trim_start_matches('/')),
+            None => workdir.join(&word),
+        });
         if !paths.contains(&path) {
             paths.push(path);
         }
@@ -178,7 +192,8 @@ mod tests {
             format!("PermissionError: [Errno 13] Permission denied: '{shown}'"),
         ] {
             let notes = explain(&line, &policy(root.path()), root.path());
-            assert_eq!(notes.len(), 1, "{line}: {notes:?}");
+            assert_eq!(notes.len(), 2, "{line}: {notes:?}");
+            assert!(notes[1].contains("with_escalated_permissions"), "{notes:?}");
             assert!(
                 notes[0].starts_with(&format!(
                     "write outside the workspace denied by the sandbox: {shown}; ask the user"
@@ -204,7 +219,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let output = "curl: (7) Failed to connect: Network is unreachable\ncurl: (6) Could not resolve host: x\n";
         let notes = explain(output, &policy(root.path()), root.path());
-        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes.len(), 2, "{notes:?}");
         assert!(notes[0].starts_with("network access is off in the sandbox"));
         let open = SandboxPolicy {
             network: true,
