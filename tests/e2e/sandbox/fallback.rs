@@ -79,6 +79,9 @@ async fn without_a_sandbox_an_editor_that_cannot_answer_gets_no_command_run() {
 
 #[tokio::test]
 async fn allow_once_unsandboxed_runs_that_command_unconfined_and_is_logged() {
+    if !super::kernel_can_sandbox() {
+        return;
+    }
     let server = ModelServer::start().await;
     let root = var_tmp_dir();
     let outside = var_tmp_dir();
@@ -116,6 +119,9 @@ async fn allow_once_unsandboxed_runs_that_command_unconfined_and_is_logged() {
 
 #[tokio::test]
 async fn a_model_asking_to_leave_the_sandbox_asks_the_user_even_in_auto_mode() {
+    if !super::kernel_can_sandbox() {
+        return;
+    }
     let server = ModelServer::start().await;
     let root = var_tmp_dir();
     let outside = var_tmp_dir();
@@ -156,6 +162,9 @@ async fn a_model_asking_to_leave_the_sandbox_asks_the_user_even_in_auto_mode() {
 
 #[tokio::test]
 async fn the_acp_initialize_answer_carries_the_sandbox_in_meta() {
+    if !super::kernel_can_sandbox() {
+        return;
+    }
     let server = ModelServer::start().await;
     let mut client = AcpClient::spawn(&["acp"], &server).await;
     let (init, _) = client

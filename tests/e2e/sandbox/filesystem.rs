@@ -8,6 +8,9 @@ use crate::support::model_server::ModelServer;
 
 #[tokio::test]
 async fn a_write_inside_the_workspace_passes_and_one_outside_is_denied_with_a_clear_result() {
+    if !super::kernel_can_sandbox() {
+        return;
+    }
     let server = ModelServer::start().await;
     let root = var_tmp_dir();
     let outside = var_tmp_dir();
@@ -34,6 +37,9 @@ async fn a_write_inside_the_workspace_passes_and_one_outside_is_denied_with_a_cl
 
 #[tokio::test]
 async fn escapes_through_dotdot_symlinks_and_proc_self_cwd_are_denied() {
+    if !super::kernel_can_sandbox() {
+        return;
+    }
     let server = ModelServer::start().await;
     let root = var_tmp_dir();
     let outside = var_tmp_dir();
@@ -66,6 +72,9 @@ async fn escapes_through_dotdot_symlinks_and_proc_self_cwd_are_denied() {
 
 #[tokio::test]
 async fn child_processes_inherit_the_sandbox() {
+    if !super::kernel_can_sandbox() {
+        return;
+    }
     let server = ModelServer::start().await;
     let root = var_tmp_dir();
     let outside = var_tmp_dir();
@@ -89,6 +98,9 @@ async fn child_processes_inherit_the_sandbox() {
 
 #[tokio::test]
 async fn read_only_mode_denies_writes_in_the_workspace_too() {
+    if !super::kernel_can_sandbox() {
+        return;
+    }
     let server = ModelServer::start().await;
     let root = var_tmp_dir();
     let (mut editor, _) = editor_on(root.path(), &[]).await;
@@ -119,6 +131,9 @@ async fn read_only_mode_denies_writes_in_the_workspace_too() {
 
 #[tokio::test]
 async fn the_writable_setting_opens_one_more_directory_and_mode_off_opens_all() {
+    if !super::kernel_can_sandbox() {
+        return;
+    }
     let server = ModelServer::start().await;
     let root = var_tmp_dir();
     let extra = var_tmp_dir();
