@@ -16,6 +16,8 @@
 //!   an ordinary permission error and gets no note.
 //! - With the network off, a line with a connection or name-resolution
 //!   error gets one note that the network is off.
+//! - A line saying "no new privileges" (sudo refusing to run) gets one note
+//!   that the sandbox forbids gaining privileges.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -54,7 +56,12 @@ const MAX_PATHS: usize = 3;
 pub fn explain(output: &str, policy: &SandboxPolicy, workdir: &Path) -> Vec<String> {
     let mut denied: Vec<PathBuf> = Vec::new();
     let mut network = false;
+    let mut privileges = false;
     for line in output.lines() {
+        // sudo and other setuid programs under `no_new_privs`.
+        if line.contains("no new privileges") {
+            privileges = true;
+        }
         if let Some(marker) = DENIED_MARKERS.iter().find(|m| line.contains(*m)) {
             for path in named_paths(line, marker, workdir) {
                 if denied.len() < MAX_PATHS
@@ -89,6 +96,12 @@ pub fn explain(output: &str, policy: &SandboxPolicy, workdir: &Path) -> Vec<Stri
     if network {
         notes.push(
             "network access is off in the sandbox: the command has only a loopback of its own; ask the user, who can set `[sandbox] network = true`"
+                .to_string(),
+        );
+    }
+    if privileges {
+        notes.push(
+            "the sandbox forbids gaining privileges (sudo, setuid programs); ask the user"
                 .to_string(),
         );
     }
@@ -226,5 +239,17 @@ mod tests {
             ..policy(root.path())
         };
         assert!(explain(output, &open, root.path()).is_empty());
+    }
+
+    #[test]
+    fn sudo_refused_for_no_new_privileges_gets_a_note() {
+        let root = tempfile::tempdir().unwrap();
+        let notes = explain(
+            "sudo: The \"no new privileges\" flag is set, which prevents sudo from running as root.",
+            &policy(root.path()),
+            root.path(),
+        );
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].starts_with("the sandbox forbids gaining privileges"));
     }
 }
