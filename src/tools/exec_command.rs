@@ -42,15 +42,13 @@ struct Args {
     workdir: Option<String>,
     #[serde(default)]
     timeout_ms: Option<u64>,
-    /// Asks the user to run this command outside the sandbox (read by the
-    /// driver's approval gate; Codex's name and shape).
+    /// Asks the user to run this command outside the sandbox (the driver's
+    /// approval gate asks; Codex's name and shape).
     #[serde(default)]
-    #[allow(dead_code)]
     with_escalated_permissions: Option<bool>,
-    /// Why, shown to the user with the request.
-    #[serde(default)]
-    #[allow(dead_code)]
-    justification: Option<String>,
+    /// Why, shown to the user with the request (by the approval gate).
+    #[serde(default, rename = "justification")]
+    _justification: Option<String>,
 }
 
 #[async_trait::async_trait]
@@ -170,7 +168,12 @@ impl Tool for ExecCommand {
             .map_err(|e| ToolError::new(e.to_string()))?;
         let mut text = outcome.to_model_text();
         if let Some(policy) = &policy {
-            let notes = denial::explain(&outcome.output, policy, &workdir);
+            let mut notes = Vec::new();
+            // Asked to leave the sandbox, the user chose a plain allow.
+            if args.with_escalated_permissions == Some(true) {
+                notes.push("the user allowed this command only inside the sandbox".to_string());
+            }
+            notes.extend(denial::explain(&outcome.output, policy, &workdir));
             text = with_notes(text, &notes);
         }
         match outcome.end {

@@ -158,6 +158,22 @@ async fn a_model_asking_to_leave_the_sandbox_asks_the_user_even_in_auto_mode() {
         option_ids(&asked[0]),
         ["allow_once", "reject_once", "allow_once_unsandboxed"]
     );
+
+    // A plain allow keeps the command in the sandbox, and the model is told.
+    answer_permission(&mut editor, "allow_once");
+    let kept = outside.path().join("kept-in");
+    let args = json!({
+        "cmd": format!("echo x > {}", kept.display()),
+        "with_escalated_permissions": true,
+    });
+    let result = run_one(&server, &mut editor, &session, args).await;
+    assert!(!kept.exists(), "{result}");
+    assert!(
+        result.starts_with(
+            "exit code 1\n[sandbox] the user allowed this command only inside the sandbox\n[sandbox] write outside"
+        ),
+        "{result}"
+    );
 }
 
 #[tokio::test]
