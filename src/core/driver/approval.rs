@@ -1,8 +1,10 @@
 //! The approval gate of a call: read-only and auto modes decide alone; in
 //! review mode a command runs only if a remembered rule or the user allows
 //! it, and so does every command in auto mode that would leave the exec
-//! sandbox (none on this machine, or the model asks to). What `allow_always` remembers is a command's scope, never a scope
-//! that would cover chained commands or code run by a wrapper.
+//! sandbox (none on this machine, or the model asks to). What
+//! `allow_always` remembers is a command's scope, never a scope that would
+//! cover chained commands or code run by a wrapper, and never a way out of
+//! the sandbox.
 
 use std::sync::Arc;
 
