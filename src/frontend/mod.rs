@@ -6,5 +6,6 @@ pub mod acp;
 mod coalesce;
 pub mod exec;
 pub mod lsp;
+mod sandbox_info;
 pub mod serve;
 pub mod updates;
