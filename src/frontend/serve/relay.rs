@@ -334,7 +334,12 @@ impl<D: Dialect> Link<D> {
 
     /// Handles one message from the serve; what must go back to the serve
     /// goes into `replies`. False once stdout is gone.
-    fn on_serve_message(&self, text: &str, out: &mut impl Write, replies: &mut Vec<String>) -> bool {
+    fn on_serve_message(
+        &self,
+        text: &str,
+        out: &mut impl Write,
+        replies: &mut Vec<String>,
+    ) -> bool {
         if let Some(session) = session_message(text) {
             if session.attached.is_none() {
                 for body in self.dialect.session_message(session.raw.get()) {

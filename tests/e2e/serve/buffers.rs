@@ -1,6 +1,7 @@
-//! Whose documents a turn reads: those of the window whose prompt opened
-//! it, even while another window runs a turn on the same file, and the
-//! file on disk once that window is gone.
+//! Whose turn it is: a turn reads the documents of the window whose prompt
+//! opened it, even while another window runs a turn on the same file, and
+//! the file on disk once that window is gone; its edits go to that window
+//! even after another window prompted the session.
 
 use std::time::Duration;
 
@@ -135,4 +136,84 @@ async fn concurrent_turns_read_their_own_windows_buffers_and_disk_once_the_windo
     assert!(read_disk.contains("on disk"), "{read_disk}");
     assert!(!read_disk.contains("window"), "{read_disk}");
     b.close().await;
+}
+
+/// What an editor that reviews workspace edits declares (and, with
+/// `ask`, answers permission requests).
+fn edit_caps(ask: bool) -> Value {
+    json!({"workspace": {"applyEdit": true, "workspaceEdit": {"documentChanges": true,
+            "changeAnnotationSupport": {"groupsOnLabel": true}}},
+           "experimental": {"tandem": {"requestPermission": ask}}})
+}
+
+#[tokio::test]
+async fn a_turns_edit_goes_to_the_window_that_opened_it_even_after_another_window_prompted() {
+    let serve = Serve::start().await;
+    let workspace = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(workspace.path()).unwrap();
+    std::fs::write(root.join("a.txt"), "alpha\n").unwrap();
+    let model = ModelServer::start().await;
+    model.push(crate::support::model_server::openai::tool_calls(&[(
+        "call_x",
+        "exec_command",
+        r#"{"cmd":"true"}"#,
+    )]));
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-alpha\n+ALPHA\n*** End Patch";
+    model.push(crate::support::model_server::openai::tool_calls(&[(
+        "call_patch",
+        "apply_patch",
+        &json!({ "input": patch }).to_string(),
+    )]));
+    model.push(text(["first done"]));
+    model.push(text(["second done"]));
+
+    let mut a = serve.client().await;
+    a.initialize(&root, edit_caps(true)).await;
+    let mut config = model.session_config();
+    config["approval"] = json!({"mode": "review"});
+    let session = a.new_session(config).await;
+    a.attach(&session).await;
+    let mut b = serve.client().await;
+    b.initialize(&root, edit_caps(false)).await;
+    b.attach(&session).await;
+
+    // A's turn waits for A's permission; meanwhile B prompts the session.
+    let first = a.start_prompt(&session, "run true, then edit a.txt").await;
+    let asked = a
+        .wait_for(|m| m["method"] == "tandem/requestPermission")
+        .await;
+    let second = b.start_prompt(&session, "and then this").await;
+    b.wait_update(&session, |u| {
+        u["sessionUpdate"] == "input_status"
+            && u["status"] == "pending"
+            && u["messageIds"] == json!(["m2"])
+    })
+    .await;
+    a.request(
+        "tandem/respond",
+        json!({"id": asked["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}),
+    )
+    .await;
+
+    // The edit of A's turn goes to A, never to B.
+    let edit = a.wait_for(|m| m["method"] == "workspace/applyEdit").await;
+    a.request(
+        "tandem/respond",
+        json!({"id": edit["id"], "result": {"applied": false, "failureReason": "not now"}}),
+    )
+    .await;
+    assert_eq!(a.response(first).await["result"]["stopReason"], "end_turn");
+    assert_eq!(b.response(second).await["result"]["stopReason"], "end_turn");
+    assert!(
+        !b.received
+            .iter()
+            .any(|m| m["method"] == "workspace/applyEdit"),
+        "window B got A's edit"
+    );
+    let results = model.wait_for_requests(3).await[2].tool_messages();
+    assert!(results.last().unwrap().1.contains("not now"), "{results:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "alpha\n"
+    );
 }
