@@ -40,7 +40,7 @@ pub struct Outgoing {
     cancel_method: &'static str,
     /// What our ids start with: [`ID_PREFIX`], or a longer one that keeps
     /// two `Outgoing`s of one client apart (the serve's progress tokens).
-    prefix: &'static str,
+    prefix: std::borrow::Cow<'static, str>,
 }
 
 impl Outgoing {
@@ -69,12 +69,15 @@ impl Outgoing {
             permission_method: permission,
             user_input_method: user_input,
             cancel_method: cancel,
-            prefix: ID_PREFIX,
+            prefix: ID_PREFIX.into(),
         })
     }
 
     /// With ids `<prefix>N` (`prefix` should start with [`ID_PREFIX`]).
-    pub fn with_id_prefix(out: OutboundQueue, prefix: &'static str) -> Arc<Outgoing> {
+    pub fn with_id_prefix(
+        out: OutboundQueue,
+        prefix: impl Into<std::borrow::Cow<'static, str>>,
+    ) -> Arc<Outgoing> {
         let mut outgoing = Outgoing::with_methods(
             out,
             "tandem/requestPermission",
@@ -82,7 +85,7 @@ impl Outgoing {
             "$/cancelRequest",
         );
         if let Some(o) = Arc::get_mut(&mut outgoing) {
-            o.prefix = prefix;
+            o.prefix = prefix.into();
         }
         outgoing
     }

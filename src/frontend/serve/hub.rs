@@ -163,6 +163,7 @@ struct State {
 pub struct Hub {
     state: Mutex<State>,
     next_sub: AtomicU64,
+    next_bridge: AtomicU64,
     pub clients: Arc<Clients>,
     pub owners: TurnOwners,
 }
@@ -172,6 +173,7 @@ impl Hub {
         Arc::new(Hub {
             state: Mutex::new(State::default()),
             next_sub: AtomicU64::new(1),
+            next_bridge: AtomicU64::new(1),
             clients,
             owners: TurnOwners::default(),
         })
@@ -184,7 +186,11 @@ impl Hub {
     /// The bridge of a new or loaded session (the daemon's bridge factory).
     pub fn bridge_for(self: &Arc<Hub>, session_id: &str) -> Arc<dyn ClientBridge> {
         let (queue, mut rx) = OutboundQueue::channel();
-        let outgoing = Outgoing::new(queue);
+        // Ids unique across the serve's sessions (`tandem-<session n>-<n>`):
+        // an answer names only its id, and two sessions' first requests
+        // must not both be `tandem-1`.
+        let n = self.next_bridge.fetch_add(1, Ordering::Relaxed);
+        let outgoing = Outgoing::with_id_prefix(queue, format!("tandem-{n}-"));
         self.state().bridges.insert(
             session_id.to_string(),
             SessionBridge {

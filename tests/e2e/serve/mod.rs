@@ -8,6 +8,7 @@ mod buffers;
 mod cancel;
 mod ordering;
 mod progress;
+mod requests;
 mod security;
 mod shim;
 
