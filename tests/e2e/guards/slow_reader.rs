@@ -14,7 +14,7 @@ use crate::support::model_server::{openai, ModelServer, Reply};
 
 const CHUNKS: usize = 3000;
 
-async fn send(stdin: &mut ChildStdin, message: Value) {
+pub(super) async fn send(stdin: &mut ChildStdin, message: Value) {
     stdin
         .write_all(&frame(message.to_string().as_bytes()))
         .await
@@ -22,7 +22,7 @@ async fn send(stdin: &mut ChildStdin, message: Value) {
 }
 
 /// Reads one LSP frame.
-async fn read_frame(stdout: &mut BufReader<ChildStdout>) -> Value {
+pub(super) async fn read_frame(stdout: &mut BufReader<ChildStdout>) -> Value {
     let mut header = Vec::new();
     while !header.ends_with(b"\r\n\r\n") {
         header.push(stdout.read_u8().await.expect("daemon stdout"));
@@ -38,7 +38,10 @@ async fn read_frame(stdout: &mut BufReader<ChildStdout>) -> Value {
     serde_json::from_slice(&body).unwrap()
 }
 
-async fn read_until_response(stdout: &mut BufReader<ChildStdout>, id: i64) -> Vec<Value> {
+pub(super) async fn read_until_response(
+    stdout: &mut BufReader<ChildStdout>,
+    id: i64,
+) -> Vec<Value> {
     let mut frames = Vec::new();
     loop {
         let message = tokio::time::timeout(Duration::from_secs(30), read_frame(stdout))
