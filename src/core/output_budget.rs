@@ -71,6 +71,10 @@ impl OutputBudget {
         }
     }
 
+    fn has_room(&self) -> bool {
+        self.pending() <= self.cap || self.closed.load(Ordering::Acquire)
+    }
+
     /// The client is gone (its pipe broke): from now on nobody waits.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
@@ -80,12 +84,16 @@ impl OutputBudget {
     /// Returns once no more than the cap is pending (at once when so, or
     /// when the client is gone).
     pub async fn room(&self) {
+        if self.has_room() {
+            // The common case, once per model chunk: no waiter to register.
+            return;
+        }
         loop {
             let notified = self.room.notified();
             tokio::pin!(notified);
             // Registered before the check, so a release in between wakes it.
             notified.as_mut().enable();
-            if self.pending() <= self.cap || self.closed.load(Ordering::Acquire) {
+            if self.has_room() {
                 return;
             }
             notified.await;

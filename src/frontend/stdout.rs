@@ -26,13 +26,15 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use super::client_pipe::{Backlog, ClientOut};
-use super::coalesce::{is_chunk, Pending, PendingFrames};
+use super::coalesce::{is_chunk, Pending, PendingFrames, MERGE_BACKLOG};
 use super::updates::update_notification;
 use crate::core::log::LoggedEvent;
 use crate::core::output_budget::{OutputBudget, DEFAULT_OUTPUT_CAP};
 
-/// Frames written and not yet read above which the editor is slow.
-pub(crate) const SLOW_FRAMES: usize = 8;
+/// Frames written and not yet read above which the editor is slow: as
+/// many as the backlog behind which chunks merge anyway, so an editor only
+/// held up for a moment (a busy machine) is not taken for a slow one.
+pub(crate) const SLOW_FRAMES: usize = MERGE_BACKLOG;
 
 /// Frames in a row that the editor had read before the next was ready,
 /// after which a slow editor is fast again.
