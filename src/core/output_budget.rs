@@ -71,7 +71,8 @@ impl OutputBudget {
         }
     }
 
-    fn has_room(&self) -> bool {
+    /// Whether no more than the cap is pending (or the client is gone).
+    pub fn has_room(&self) -> bool {
         self.pending() <= self.cap || self.closed.load(Ordering::Acquire)
     }
 

@@ -131,7 +131,7 @@ pub(super) async fn stream_completion(
     let mut got_first = false;
     let chunk_timeout = limits.chunk_timeout();
     loop {
-        if let Some(output) = output {
+        if let Some(output) = output.filter(|output| !output.has_room()) {
             let paused_at = Instant::now();
             tokio::select! {
                 _ = output.room() => {}
