@@ -90,6 +90,8 @@ pub type BridgeFactory = Arc<dyn Fn(&str) -> Arc<dyn ClientBridge> + Send + Sync
 
 impl Daemon {
     pub fn new(options: DaemonOptions) -> Arc<Daemon> {
+        // Probed, and logged, once at startup rather than at the first command.
+        crate::tools::exec::sandbox::probe::support();
         let spend = Arc::new(SpendBook::new(options.home.join("sessions")));
         Arc::new(Daemon {
             home: options.home,

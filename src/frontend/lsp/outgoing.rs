@@ -216,6 +216,11 @@ impl ClientBridge for Outgoing {
         if let Some(scope) = request.always_scope.as_deref() {
             options.push(json!({"optionId": "reject_always", "name": format!("Always reject `{scope}` in this session"), "kind": "reject_always"}));
         }
+        // Last, the least prominent: it lifts the sandbox. ACP has no kind
+        // of its own for it: it is an `allow_once`.
+        if request.offer_unsandboxed {
+            options.push(json!({"optionId": "allow_once_unsandboxed", "name": "Allow once without the sandbox", "kind": "allow_once"}));
+        }
         let params = json!({
             "sessionId": request.session_id,
             "toolCall": {
