@@ -153,6 +153,8 @@ impl Turn<'_> {
             self.limits,
             input_tokens,
             &self.cancel,
+            // A summary shows nothing to the client: nothing to wait for.
+            None,
             |_| {},
         )
         .await
