@@ -133,6 +133,7 @@ async fn initialize(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> 
                 "methods": TANDEM_METHODS,
                 "notifications": ["tandem/update"],
                 "serve": {"port": ctx.port, "pid": std::process::id()},
+                "sandbox": crate::frontend::sandbox_info::sandbox_capability(),
             }},
         },
     }))

@@ -28,6 +28,9 @@ async fn lsp_attach_starts_a_serve_and_runs_a_turn_like_stdio() {
             .contains(&json!("tandem/attachSession")),
         "{init}"
     );
+    // The serve says whether it confines commands, like `tandem lsp` does.
+    let sandbox = &init["result"]["capabilities"]["experimental"]["tandem"]["sandbox"];
+    assert!(sandbox["available"].is_boolean(), "{init}");
     let info = read_serve_json(home.path()).expect("the shim started a serve");
     assert_ne!(info["pid"], editor.pid());
 
