@@ -234,7 +234,10 @@ pub async fn execute_command(
         args.instruction,
         args.session_id,
     )?;
-    let started = match start_task(daemon, request).await.map_err(task_error)? {
+    let started = match start_task(daemon, &daemon.task_origin(), request)
+        .await
+        .map_err(task_error)?
+    {
         Started::Running(mut running) => {
             let turn_id = running.started().await;
             let session_id = running.session_id().to_string();
@@ -277,7 +280,10 @@ pub async fn run_task(
         params.instruction,
         params.session_id,
     )?;
-    let result = match start_task(daemon, request).await.map_err(task_error)? {
+    let result = match start_task(daemon, &daemon.task_origin(), request)
+        .await
+        .map_err(task_error)?
+    {
         Started::Running(running) => {
             let withdraw = running.withdrawer();
             let finish = running.finish();
