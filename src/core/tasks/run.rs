@@ -309,10 +309,7 @@ pub async fn start_task(
         .filter(|d| intersects(&d.range, &t.range))
         .cloned()
         .collect();
-    let session = match &request.session_id {
-        Some(id) => daemon.session(id)?,
-        None => task_session(daemon, root, origin.session_config.clone())?,
-    };
+    let session = session_for(daemon, origin, &request.path, request.session_id.as_deref())?;
     let bridge = (origin.bridge)(&session.id);
     let lines = if first == last {
         format!("line {}", first + 1)
@@ -438,6 +435,26 @@ fn version_not_seen(file: &str, wanted: i32, have: i32) -> TaskError {
     TaskError::ContentModified(format!(
         "`{file}`: the request is for version {wanted}, but the editor has only sent version {have}"
     ))
+}
+
+/// The session a task on `path` runs in: `session_id`'s, else the task
+/// session of the folder holding it (made on first use). A frontend that
+/// routes a session's updates only to the windows following it asks this
+/// first.
+pub fn session_for(
+    daemon: &Daemon,
+    origin: &TaskOrigin,
+    path: &Path,
+    session_id: Option<&str>,
+) -> Result<Arc<Session>, TaskError> {
+    match session_id {
+        Some(id) => Ok(daemon.session(id)?),
+        None => task_session(
+            daemon,
+            root_of(path, &origin.roots),
+            origin.session_config.clone(),
+        ),
+    }
 }
 
 /// The workspace root's task session, created on first use (with
