@@ -24,11 +24,12 @@ use serde_json::value::RawValue;
 use super::clients::Clients;
 use super::owners::TurnOwners;
 use super::progress::{SubscriberProgress, ID_PREFIX as PROGRESS_ID_PREFIX};
+use super::window_bridge::{WindowBridges, ID_PREFIX as WINDOW_ID_PREFIX};
 use crate::core::log::{EventSink, LoggedEvent};
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::{Outbound, OutboundQueue};
 use crate::frontend::updates::update_notification;
-use crate::vocab::bridge::{ClientAbilities, ClientBridge};
+use crate::vocab::bridge::{ClientAbilities, ClientBridge, NoClient};
 
 /// What a subscriber's pump sends, in order.
 pub enum Item {
@@ -166,6 +167,7 @@ pub struct Hub {
     next_bridge: AtomicU64,
     pub clients: Arc<Clients>,
     pub owners: TurnOwners,
+    windows: WindowBridges,
 }
 
 impl Hub {
@@ -176,6 +178,7 @@ impl Hub {
             next_bridge: AtomicU64::new(1),
             clients,
             owners: TurnOwners::default(),
+            windows: WindowBridges::default(),
         })
     }
 
@@ -212,6 +215,21 @@ impl Hub {
             }
         });
         outgoing
+    }
+
+    /// A bridge to window `conn` alone, through its subscription to the
+    /// session (a task's question and inline edit); a window not attached
+    /// to the session cannot be asked.
+    pub fn window_bridge(&self, session_id: &str, conn: usize) -> Arc<dyn ClientBridge> {
+        let sub = self
+            .state()
+            .subs
+            .get(session_id)
+            .and_then(|subs| subs.iter().find(|s| s.conn == conn).cloned());
+        match sub {
+            Some(sub) => self.windows.open(&sub, self.clients.abilities(conn)),
+            None => Arc::new(NoClient),
+        }
     }
 
     /// Sends a request (or its withdrawal) to the clients that should see it.
@@ -346,6 +364,7 @@ impl Hub {
         if let Some(subs) = self.state().subs.get_mut(session_id) {
             subs.retain(|s| s.id != sub_id);
         }
+        self.windows.ended(|_, sub| sub == sub_id);
         self.refresh(session_id);
     }
 
@@ -361,6 +380,14 @@ impl Hub {
     ) -> bool {
         if id.starts_with(PROGRESS_ID_PREFIX) {
             return self.respond_progress(conn, id, result, error);
+        }
+        if id.starts_with(WINDOW_ID_PREFIX) {
+            let mut answer = json!({"jsonrpc": "2.0", "id": id});
+            match error {
+                Some(error) => answer["error"] = error,
+                None => answer["result"] = result.unwrap_or(Value::Null),
+            }
+            return self.windows.respond(conn, &answer);
         }
         let mut state = self.state();
         let Some((session_id, outgoing)) = state.bridges.iter_mut().find_map(|(sid, b)| {
@@ -450,6 +477,7 @@ impl Hub {
             }
             state.bridges.keys().cloned().collect()
         };
+        self.windows.ended(|c, _| c == conn);
         self.clients.remove(conn);
         for session in sessions {
             self.refresh(&session);
