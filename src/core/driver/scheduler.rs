@@ -65,7 +65,7 @@ impl Turn<'_> {
         self.session.log.sync();
         let mut ctx = ToolContext::new(
             self.env.workspace.clone(),
-            self.env.buffers.clone(),
+            self.buffers.clone(),
             self.cancel.clone(),
         );
         ctx.session_id = self.session.id.clone();
