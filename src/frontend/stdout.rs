@@ -1,5 +1,5 @@
 //! The one writer of the process's stdout, shared by the stdio frontends
-//! (LSP, ACP and the serve shims): a queue in front of a thread that
+//! (LSP and ACP): a queue in front of a thread that
 //! writes each frame as it is queued, and the rules for an editor that
 //! reads more slowly than the model streams.
 //!
