@@ -266,7 +266,8 @@ impl Writer {
                     let frames = backlog.frames_unread(unread);
                     if frames > SLOW_FRAMES {
                         tracing::debug!("the editor reads slowly ({frames} frames, {unread} bytes unread): merging, one frame at a time");
-                        pending.eager = true;
+                        let freed = pending.make_eager();
+                        self.budget.release(freed);
                         caught_up = 0;
                     }
                 }
