@@ -1,0 +1,694 @@
+//! Wire fuzzing: seeded cases thrown at one running `tandem lsp` and one
+//! `tandem acp` — broken frames and lines (bad or missing Content-Length,
+//! truncated and oversized bodies, non-JSON, non-UTF-8, batches, odd ids)
+//! and well-framed messages to every method of the wire surface with
+//! params mutated (wrong types, missing, huge, 10,000 deep). After every
+//! hundred cases a valid request must be answered; at the end the daemon
+//! must still run, its stderr must hold no panic, and no answer may be an
+//! internal error. `TANDEM_FUZZ_CASES` sets the number of cases (CI:
+//! 10,000 per frontend), `TANDEM_FUZZ_SEED` replays a run.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin};
+use tokio::sync::mpsc;
+
+use super::gen::{self, Gen};
+use crate::support::client::{file_uri, frame, tandem_bin, Editor, EditorOptions, WAIT};
+use crate::support::model_server::{openai, ModelServer};
+
+/// A valid request is sent, and must be answered, after this many cases.
+const PROBE_EVERY: usize = 100;
+
+/// The cases aim at a fresh session after this many, so that a long run
+/// does not spend its time on one ever longer history.
+const SESSION_EVERY: usize = 1000;
+
+/// Error codes the daemon may answer with (protocol.md, "Errors").
+const DOCUMENTED_CODES: &[i64] = &[
+    -32700, -32600, -32601, -32602, -32603, -32800, -32801, -32002, -32001, -32003, -32004,
+];
+
+fn case_count() -> usize {
+    std::env::var("TANDEM_FUZZ_CASES")
+        .ok()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(10_000)
+}
+
+/// What the cases aim at: a live session and an open document.
+struct Surface {
+    session: String,
+    root: String,
+    file: String,
+}
+
+/// Every method of the LSP frontend's wire surface (protocol.md) but
+/// `shutdown` and `exit`, which end the conversation by design: (method,
+/// is a request, valid params).
+fn lsp_methods(s: &Surface) -> Vec<(&'static str, bool, Value)> {
+    let range = json!({"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 4}});
+    let doc = json!({"uri": s.file, "version": 1});
+    let prompt =
+        json!([{"type": "text", "text": "hello"}, {"type": "resource_link", "uri": s.file}]);
+    vec![
+        (
+            "initialize",
+            true,
+            json!({"processId": null, "rootUri": s.root, "capabilities": {}}),
+        ),
+        ("initialized", false, json!({})),
+        (
+            "tandem/newSession",
+            true,
+            json!({"workspaceFolder": s.root, "title": "fuzz",
+            "config": {"approval": {"mode": "read-only"}, "limits": {"idle_timeout_secs": 5}}}),
+        ),
+        (
+            "tandem/prompt",
+            true,
+            json!({"sessionId": s.session, "prompt": prompt}),
+        ),
+        (
+            "tandem/steer",
+            true,
+            json!({"sessionId": s.session, "prompt": prompt, "wake": false}),
+        ),
+        (
+            "tandem/setMode",
+            true,
+            json!({"sessionId": s.session, "mode": "review"}),
+        ),
+        (
+            "tandem/cancel",
+            false,
+            json!({"sessionId": s.session, "keepInbox": true}),
+        ),
+        (
+            "tandem/listSessions",
+            true,
+            json!({"workspaceFolder": s.root}),
+        ),
+        ("tandem/loadSession", true, json!({"sessionId": s.session})),
+        (
+            "tandem/runTask",
+            true,
+            json!({"task": "explain", "textDocument": doc, "range": range,
+            "instruction": "why", "diagnostics": []}),
+        ),
+        (
+            "tandem/attachSession",
+            true,
+            json!({"sessionId": s.session}),
+        ),
+        (
+            "textDocument/didOpen",
+            false,
+            json!({"textDocument": {"uri": s.file, "languageId": "rust",
+            "version": 2, "text": "fn main() {}\n"}}),
+        ),
+        (
+            "textDocument/didChange",
+            false,
+            json!({"textDocument": {"uri": s.file, "version": 3},
+            "contentChanges": [{"range": range, "text": "fn é"}]}),
+        ),
+        (
+            "textDocument/didSave",
+            false,
+            json!({"textDocument": {"uri": s.file}, "text": "x"}),
+        ),
+        (
+            "textDocument/didClose",
+            false,
+            json!({"textDocument": {"uri": s.file}}),
+        ),
+        (
+            "workspace/didChangeWorkspaceFolders",
+            false,
+            json!({"event": {
+            "added": [{"uri": s.root, "name": "root"}], "removed": []}}),
+        ),
+        (
+            "textDocument/codeAction",
+            true,
+            json!({"textDocument": {"uri": s.file}, "range": range,
+            "context": {"diagnostics": []}}),
+        ),
+        (
+            "workspace/executeCommand",
+            true,
+            json!({"command": "tandem.runTask", "arguments": [
+            {"task": "explain", "uri": s.file, "range": range, "version": 1, "diagnostics": []}]}),
+        ),
+        ("$/cancelRequest", false, json!({"id": 3})),
+        (
+            "window/workDoneProgress/cancel",
+            false,
+            json!({"token": "tandem-progress-1"}),
+        ),
+        ("$/setTrace", false, json!({"value": "verbose"})),
+        (
+            "textDocument/hover",
+            true,
+            json!({"textDocument": {"uri": s.file}, "position": {"line": 0, "character": 0}}),
+        ),
+        ("tandem/doesNotExist", true, json!({})),
+    ]
+}
+
+/// The ACP frontend's agent methods (protocol.md, "ACP mode").
+fn acp_methods(s: &Surface) -> Vec<(&'static str, bool, Value)> {
+    let cwd = s.root.trim_start_matches("file://").to_string();
+    let prompt = json!([{"type": "text", "text": "hello"}]);
+    vec![
+        (
+            "initialize",
+            true,
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        ),
+        ("authenticate", true, json!({"methodId": "none"})),
+        ("session/new", true, json!({"cwd": cwd, "mcpServers": []})),
+        (
+            "session/load",
+            true,
+            json!({"sessionId": s.session, "cwd": cwd, "mcpServers": []}),
+        ),
+        (
+            "session/resume",
+            true,
+            json!({"sessionId": s.session, "cwd": cwd, "mcpServers": []}),
+        ),
+        ("session/list", true, json!({"cwd": cwd, "cursor": "20"})),
+        (
+            "session/prompt",
+            true,
+            json!({"sessionId": s.session, "prompt": prompt}),
+        ),
+        (
+            "session/prompt",
+            true,
+            json!({"sessionId": s.session, "prompt": [
+            {"type": "text", "text": "/explain this"},
+            {"type": "resource_link", "uri": format!("{}#L1-2", s.file), "name": "notes.txt"}]}),
+        ),
+        (
+            "session/set_mode",
+            true,
+            json!({"sessionId": s.session, "modeId": "auto"}),
+        ),
+        (
+            "session/set_config_option",
+            true,
+            json!({"sessionId": s.session, "configId": "mode", "value": "review"}),
+        ),
+        ("session/cancel", false, json!({"sessionId": s.session})),
+        ("$/cancel_request", false, json!({"requestId": 4})),
+        ("session/doesNotExist", true, json!({})),
+    ]
+}
+
+/// One well-formed message to a random method with mutated params, as
+/// text; requests get an id, sometimes an odd one.
+fn fuzzed_message(g: &mut Gen, methods: &[(&'static str, bool, Value)], id: i64) -> String {
+    let (method, is_request, template) = g.pick(methods).clone();
+    let params = match g.below(10) {
+        0 => None,
+        _ => Some(gen::to_text(&g.mutate(&template))),
+    };
+    let id = (is_request || g.chance(5)).then(|| g.odd_id(id));
+    gen::message(id.as_deref(), method, params.as_deref())
+}
+
+/// A response to a request of the daemon's, real or made up.
+fn fuzzed_response(g: &mut Gen) -> String {
+    let id = format!("\"tandem-{}\"", g.below(40));
+    let body = if g.chance(50) {
+        format!(",\"result\":{}", gen::to_text(&g.value(2)))
+    } else {
+        format!(",\"error\":{{\"code\":{},\"message\":\"no\"}}", g.number())
+    };
+    format!("{{\"jsonrpc\":\"2.0\",\"id\":{id}{body}}}")
+}
+
+/// One LSP case as bytes to write (maybe in several writes). `debt` is
+/// how many bytes the reader still takes as the body of a frame we cut
+/// short; while it is owed, only well-formed frames are sent (they pay
+/// it, and the reader resynchronizes after the one that is cut).
+fn lsp_case(
+    g: &mut Gen,
+    methods: &[(&'static str, bool, Value)],
+    id: i64,
+    debt: &mut usize,
+) -> Vec<Vec<u8>> {
+    let message = fuzzed_message(g, methods, id);
+    let good = |g: &mut Gen, body: &[u8]| {
+        let mut bytes = gen::lsp_header(g, body.len());
+        bytes.extend_from_slice(body);
+        bytes
+    };
+    if *debt > 0 {
+        let bytes = good(g, message.as_bytes());
+        *debt = debt.saturating_sub(bytes.len());
+        return vec![bytes];
+    }
+    let body = message.into_bytes();
+    let bytes = match g.below(100) {
+        0..=54 => good(g, &body),
+        55..=59 => {
+            let response = fuzzed_response(g);
+            good(g, response.as_bytes())
+        }
+        60..=69 => {
+            let bad = gen::bad_body(g, std::str::from_utf8(&body).unwrap_or("{}"));
+            good(g, &bad)
+        }
+        70..=79 => gen::bad_header(g, &body),
+        80..=84 => {
+            // Truncated: the header promises the whole body, a part comes.
+            let short = g.below(body.len().min(4096)) + 1;
+            let mut bytes = gen::lsp_header(g, body.len());
+            bytes.extend_from_slice(&body[..body.len() - short]);
+            *debt = short;
+            bytes
+        }
+        85..=89 => {
+            // Oversized: more body than the header says.
+            let extra = g.below(body.len().max(2) - 1) + 1;
+            let mut bytes = gen::lsp_header(g, body.len().saturating_sub(extra));
+            bytes.extend_from_slice(&body);
+            bytes
+        }
+        90..=94 => {
+            let n = g.below(200) + 1;
+            let mut bytes = g.bytes(n);
+            bytes.extend(good(g, &body));
+            bytes
+        }
+        _ => {
+            // A good frame written in pieces.
+            let bytes = good(g, &body);
+            let mut pieces = Vec::new();
+            let mut rest = bytes.as_slice();
+            while !rest.is_empty() {
+                let n = (g.below(rest.len()) + 1).min(rest.len());
+                pieces.push(rest[..n].to_vec());
+                rest = &rest[n..];
+            }
+            return pieces;
+        }
+    };
+    vec![bytes]
+}
+
+/// One ACP case: lines to write, each write ending in a newline except
+/// where a line is split across writes.
+fn acp_case(g: &mut Gen, methods: &[(&'static str, bool, Value)], id: i64) -> Vec<Vec<u8>> {
+    let message = fuzzed_message(g, methods, id);
+    let line = |bytes: &[u8]| {
+        let mut line: Vec<u8> = bytes
+            .iter()
+            .map(|&b| if b == b'\n' { b' ' } else { b })
+            .collect();
+        line.push(b'\n');
+        line
+    };
+    match g.below(100) {
+        0..=59 => vec![line(message.as_bytes())],
+        60..=64 => vec![line(fuzzed_response(g).as_bytes())],
+        65..=79 => vec![line(&gen::bad_body(g, &message))],
+        80..=84 => vec![g.pick(&["\n", "   \n", "\r\n", "\t\n"]).as_bytes().to_vec()],
+        85..=89 => {
+            let bytes = line(message.as_bytes());
+            let cut = g.below(bytes.len() - 1) + 1;
+            vec![bytes[..cut].to_vec(), bytes[cut..].to_vec()]
+        }
+        90..=94 => vec![line(format!("{message}{message}").as_bytes())],
+        _ => {
+            let mut bytes = message.into_bytes();
+            bytes.extend_from_slice(b"\r\n");
+            vec![bytes]
+        }
+    }
+}
+
+/// What the daemon answered over a run, for the figures.
+#[derive(Default)]
+struct Tally {
+    by_code: BTreeMap<i64, usize>,
+    results: usize,
+}
+
+impl Tally {
+    /// Counts a message; fails on an undocumented code or an internal error.
+    fn record(&mut self, message: &Value, seed: u64) {
+        if message.get("method").is_some() || message.get("id").is_none() {
+            return;
+        }
+        let Some(error) = message.get("error") else {
+            self.results += 1;
+            return;
+        };
+        let code = error["code"].as_i64().unwrap_or(0);
+        assert!(
+            DOCUMENTED_CODES.contains(&code),
+            "seed {seed}: undocumented error code in {message}"
+        );
+        let text = error["message"].as_str().unwrap_or_default();
+        assert!(
+            !(code == -32603 && text.starts_with("internal error in")),
+            "seed {seed}: a handler panicked: {message}"
+        );
+        *self.by_code.entry(code).or_default() += 1;
+    }
+}
+
+fn assert_no_panic(stderr: &str, seed: u64) {
+    if let Some(at) = stderr.find("panicked") {
+        let from = stderr[..at].rfind('\n').map_or(0, |n| n + 1);
+        let excerpt: String = stderr[from..].chars().take(2000).collect();
+        panic!("seed {seed}: the daemon panicked:\n{excerpt}");
+    }
+}
+
+async fn model_server() -> ModelServer {
+    let server = ModelServer::start().await;
+    server.respond_with(|_| openai::text(["fuzzed ", "answer"]));
+    server
+}
+
+fn workspace() -> (tempfile::TempDir, String) {
+    let root = tempfile::tempdir().expect("workspace");
+    let file = root.path().join("notes.txt");
+    std::fs::write(&file, "first line\nsecond line\n").expect("notes.txt");
+    let file = file_uri(&file);
+    (root, file)
+}
+
+/// A long run spreads its cases over daemons of this many cases each: a
+/// daemon's home fills with the sessions the cases create, and listing
+/// them (every probe does) grows with their number.
+const CASES_PER_DAEMON: usize = 100_000;
+
+/// How a run went, for the figures.
+fn report(frontend: &str, cases: usize, seed: u64, elapsed: std::time::Duration, tally: &Tally) {
+    eprintln!(
+        "fuzz {frontend}: {cases} cases in {elapsed:.1?}, seed {seed}; answers: {} results, errors by code {:?}",
+        tally.results, tally.by_code
+    );
+}
+
+#[tokio::test]
+async fn lsp_frontend_survives_fuzzed_frames_and_answers_every_probe() {
+    let mut g = Gen::for_suite("reliability::fuzz lsp");
+    let cases = case_count();
+    let server = model_server().await;
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    let mut done = 0;
+    while done < cases {
+        let batch = (cases - done).min(CASES_PER_DAEMON);
+        fuzz_one_lsp_daemon(&mut g, done, batch, &server, &mut tally).await;
+        done += batch;
+    }
+    report("lsp", cases, g.seed, started.elapsed(), &tally);
+}
+
+/// Cases `first..first + count` against one fresh `tandem lsp`.
+async fn fuzz_one_lsp_daemon(
+    g: &mut Gen,
+    first: usize,
+    count: usize,
+    server: &ModelServer,
+    tally: &mut Tally,
+) {
+    let seed = g.seed;
+    let (root, file) = workspace();
+    let mut editor = Editor::spawn_with(EditorOptions {
+        env: vec![
+            ("TANDEM_BASE_URL".into(), server.base_url()),
+            ("TANDEM_MODEL".into(), "scripted-model".into()),
+            ("TANDEM_LOG".into(), "warn".into()),
+        ],
+        ..EditorOptions::default()
+    })
+    .await;
+    editor.initialize(root.path()).await;
+    let session = editor.new_session(server.session_config()).await;
+    editor
+        .open(
+            Path::new(file.trim_start_matches("file://")),
+            "fn main() {}\n",
+        )
+        .await;
+    let mut surface = Surface {
+        session,
+        root: file_uri(root.path()),
+        file,
+    };
+    let mut methods = lsp_methods(&surface);
+    let mut debt = 0;
+    for case in first..first + count {
+        for piece in lsp_case(g, &methods, 1000 + case as i64, &mut debt) {
+            editor.send_raw(&piece).await;
+        }
+        let last = case + 1 == first + count;
+        if (case + 1) % PROBE_EVERY == 0 || last {
+            if debt > 0 {
+                editor.send_raw(&vec![b' '; debt]).await;
+                debt = 0;
+            }
+            let id = format!("probe-{case}");
+            let probe = gen::message(
+                Some(&format!("\"{id}\"")),
+                "tandem/listSessions",
+                Some("{}"),
+            );
+            editor.send_raw(&frame(probe.as_bytes())).await;
+            loop {
+                let message = editor.next_message().await;
+                tally.record(&message, seed);
+                if message["id"] == id.as_str() && message.get("method").is_none() {
+                    assert!(
+                        message["result"]["sessions"].is_array(),
+                        "seed {seed}: probe after case {case} failed: {message}"
+                    );
+                    break;
+                }
+            }
+            editor.received.clear();
+            assert!(
+                editor.is_running(),
+                "seed {seed}: the daemon died by case {case}"
+            );
+            if (case + 1) % SESSION_EVERY == 0 && !last {
+                surface.session = editor.new_session(server.session_config()).await;
+                methods = lsp_methods(&surface);
+            }
+        }
+    }
+    assert_no_panic(&editor.stderr(), seed);
+    // A frame cut short by the end of input ends the daemon cleanly.
+    editor
+        .send_raw(b"Content-Length: 40\r\n\r\n{\"jsonrpc\"")
+        .await;
+    let home = editor.home.clone();
+    let (status, _) = editor.close_stdin_collect().await;
+    assert!(status.success(), "seed {seed}: exit status {status}");
+    let stderr = std::fs::read_to_string(home.path().join("stderr.log")).unwrap_or_default();
+    assert_no_panic(&stderr, seed);
+}
+
+/// `tandem acp` as a raw line pipe: every line it writes must be JSON.
+struct AcpPipe {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::UnboundedReceiver<Value>,
+    home: tempfile::TempDir,
+}
+
+impl AcpPipe {
+    async fn spawn(server: &ModelServer) -> AcpPipe {
+        let home = tempfile::tempdir().expect("home");
+        let stderr = std::fs::File::create(home.path().join("stderr.log")).expect("stderr log");
+        let mut child = tokio::process::Command::new(tandem_bin())
+            .arg("acp")
+            .env("TANDEM_HOME", home.path())
+            .env("TANDEM_BASE_URL", server.base_url())
+            .env("TANDEM_MODEL", "scripted-model")
+            .env("TANDEM_LOG", "warn")
+            .env("TANDEM_FSYNC", "0")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn tandem acp");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                let value: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                    panic!("tandem acp wrote a line that is not JSON ({e}): {line}")
+                });
+                if tx.send(value).is_err() {
+                    return;
+                }
+            }
+        });
+        AcpPipe {
+            child,
+            stdin,
+            lines,
+            home,
+        }
+    }
+
+    async fn write(&mut self, bytes: &[u8]) {
+        self.stdin
+            .write_all(bytes)
+            .await
+            .expect("write to tandem acp");
+        self.stdin.flush().await.expect("flush to tandem acp");
+    }
+
+    /// The next message; requests of the agent's are refused on the way.
+    async fn next(&mut self) -> Value {
+        let message = tokio::time::timeout(WAIT, self.lines.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no line from tandem acp within {WAIT:?}"))
+            .unwrap_or_else(|| panic!("tandem acp closed stdout; stderr:\n{}", self.stderr()));
+        if message.get("method").is_some() && message.get("id").is_some() {
+            let refusal = json!({"jsonrpc": "2.0", "id": message["id"],
+                                 "error": {"code": -32601, "message": "not offered by this client"}});
+            self.write(format!("{refusal}\n").as_bytes()).await;
+        }
+        message
+    }
+
+    /// Sends a request (string id) and waits for its response, recording
+    /// everything before it in `tally`.
+    async fn request(
+        &mut self,
+        id: &str,
+        method: &str,
+        params: Value,
+        tally: &mut Tally,
+        seed: u64,
+    ) -> Value {
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.write(format!("{request}\n").as_bytes()).await;
+        loop {
+            let message = self.next().await;
+            tally.record(&message, seed);
+            if message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+        }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("stderr.log")).unwrap_or_default()
+    }
+}
+
+#[tokio::test]
+async fn acp_frontend_survives_fuzzed_lines_and_answers_every_probe() {
+    let mut g = Gen::for_suite("reliability::fuzz acp");
+    let cases = case_count();
+    let server = model_server().await;
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    let mut done = 0;
+    while done < cases {
+        let batch = (cases - done).min(CASES_PER_DAEMON);
+        fuzz_one_acp_agent(&mut g, done, batch, &server, &mut tally).await;
+        done += batch;
+    }
+    report("acp", cases, g.seed, started.elapsed(), &tally);
+}
+
+/// Cases `first..first + count` against one fresh `tandem acp`.
+async fn fuzz_one_acp_agent(
+    g: &mut Gen,
+    first: usize,
+    count: usize,
+    server: &ModelServer,
+    tally: &mut Tally,
+) {
+    let seed = g.seed;
+    let (root, file) = workspace();
+    let mut acp = AcpPipe::spawn(server).await;
+    let init = json!({"protocolVersion": 1, "clientCapabilities": {}});
+    let answer = acp.request("init", "initialize", init, tally, seed).await;
+    assert!(answer["result"].is_object(), "{answer}");
+    let cwd = root.path().display().to_string();
+    let new_session = json!({"cwd": cwd, "mcpServers": []});
+    let answer = acp
+        .request("new", "session/new", new_session.clone(), tally, seed)
+        .await;
+    let session = answer["result"]["sessionId"]
+        .as_str()
+        .expect("session id")
+        .to_string();
+    let mut surface = Surface {
+        session,
+        root: file_uri(root.path()),
+        file,
+    };
+    let mut methods = acp_methods(&surface);
+    for case in first..first + count {
+        for piece in acp_case(g, &methods, 1000 + case as i64) {
+            acp.write(&piece).await;
+        }
+        let last = case + 1 == first + count;
+        if (case + 1) % PROBE_EVERY == 0 || last {
+            let id = format!("probe-{case}");
+            let answer = acp
+                .request(&id, "session/list", json!({}), tally, seed)
+                .await;
+            assert!(
+                answer["result"]["sessions"].is_array(),
+                "seed {seed}: probe after case {case} failed: {answer}"
+            );
+            assert!(
+                matches!(acp.child.try_wait(), Ok(None)),
+                "seed {seed}: tandem acp died by case {case}"
+            );
+            if (case + 1) % SESSION_EVERY == 0 && !last {
+                let answer = acp
+                    .request("rotate", "session/new", new_session.clone(), tally, seed)
+                    .await;
+                surface.session = answer["result"]["sessionId"]
+                    .as_str()
+                    .expect("session id")
+                    .to_string();
+                methods = acp_methods(&surface);
+            }
+        }
+    }
+    assert_no_panic(&acp.stderr(), seed);
+    // A line cut short by the end of input ends the agent cleanly.
+    acp.write(b"{\"jsonrpc\":\"2.0\",\"id\":1,").await;
+    let AcpPipe {
+        mut child,
+        stdin,
+        home,
+        ..
+    } = acp;
+    drop(stdin);
+    let status = tokio::time::timeout(WAIT, child.wait())
+        .await
+        .expect("tandem acp did not exit on EOF")
+        .expect("wait");
+    assert!(status.success(), "seed {seed}: exit status {status}");
+    let stderr = std::fs::read_to_string(home.path().join("stderr.log")).unwrap_or_default();
+    assert_no_panic(&stderr, seed);
+}
