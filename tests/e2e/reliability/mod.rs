@@ -5,4 +5,6 @@
 
 mod gen;
 
+mod crash;
+mod faults;
 mod fuzz;
