@@ -5,6 +5,8 @@
 
 mod gen;
 
+mod cancel_storm;
+mod concurrency;
 mod crash;
 mod faults;
 mod fuzz;
