@@ -393,7 +393,33 @@ fn workspace() -> (tempfile::TempDir, String) {
 /// A long run spreads its cases over daemons of this many cases each: a
 /// daemon's home fills with the sessions the cases create, and listing
 /// them (every probe does) grows with their number.
-const CASES_PER_DAEMON: usize = 100_000;
+const CASES_PER_DAEMON: usize = 20_000;
+
+/// A new session whose configuration is mutated (a limit negative, huge,
+/// of the wrong type...), so that the next cases' turns run under odd
+/// settings; a plain one when the daemon refuses the configuration.
+async fn fuzzed_session(g: &mut Gen, editor: &mut Editor, server: &ModelServer) -> String {
+    let limits = json!({
+        "max_iterations": 5, "max_tokens": 100000, "idle_timeout_secs": 30.0,
+        "activity_timeout_secs": 60.0, "first_token_timeout_secs": 5.0,
+        "first_token_secs_per_1k": 1.0, "first_token_timeout_cap_secs": 10.0,
+        "chunk_timeout_secs": 5.0, "max_retries_per_turn": 2, "parallel_tools": 2,
+        "activity_recent_secs": 5.0, "max_input_chars": 100000, "compact_threshold": 0.8,
+        "compact_keep_ratio": 0.4, "max_compactions_without_progress": 2,
+    });
+    let mut config = server.session_config_with(limits);
+    config["model"]["context_window"] = json!(128000);
+    config["model"]["max_output_tokens"] = json!(4096);
+    let mut params = json!({"config": config});
+    for _ in 0..g.below(4) + 1 {
+        params = g.mutate(&params);
+    }
+    let answer = editor.request("tandem/newSession", params).await;
+    match answer["result"]["sessionId"].as_str() {
+        Some(session) => session.to_string(),
+        None => editor.new_session(server.session_config()).await,
+    }
+}
 
 /// How a run went, for the figures.
 fn report(frontend: &str, cases: usize, seed: u64, elapsed: std::time::Duration, tally: &Tally) {
@@ -487,7 +513,7 @@ async fn fuzz_one_lsp_daemon(
                 "seed {seed}: the daemon died by case {case}"
             );
             if (case + 1) % SESSION_EVERY == 0 && !last {
-                surface.session = editor.new_session(server.session_config()).await;
+                surface.session = fuzzed_session(g, &mut editor, server).await;
                 methods = lsp_methods(&surface);
             }
         }
