@@ -225,6 +225,57 @@ fn fuzzed_message(g: &mut Gen, methods: &[(&'static str, bool, Value)], id: i64)
     gen::message(id.as_deref(), method, params.as_deref())
 }
 
+/// A message about the open document with positions near its text (where
+/// UTF-16 columns, line ends and multi-byte characters meet): an edit, a
+/// reopen, a code action or a task.
+fn near_the_text(g: &mut Gen, file: &str, id: i64) -> String {
+    const TEXTS: &[&str] = &[
+        "",
+        "x",
+        "\n",
+        "\r\n",
+        "é",
+        "🦀",
+        "日本\n語",
+        "\u{200d}",
+        "a\rb",
+        "\t\t",
+        "fn f() {}\n",
+    ];
+    let position = |g: &mut Gen| json!({"line": g.below(6), "character": g.below(14)});
+    let range = json!({"start": position(g), "end": position(g)});
+    let text: String = (0..g.below(4)).map(|_| *g.pick(TEXTS)).collect();
+    let version = g.below(50) as i64 - 2;
+    let (method, params) = match g.below(8) {
+        0 => (
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": file, "languageId": "rust", "version": version, "text": text}}),
+        ),
+        1 => (
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": file}, "range": range, "context": {"diagnostics": [
+                {"range": range, "message": text, "severity": 1}]}}),
+        ),
+        2 => (
+            "tandem/runTask",
+            json!({"task": *g.pick(&["explain", "fix", "edit", "tests", "document"]),
+                   "textDocument": {"uri": file, "version": version}, "range": range, "instruction": text}),
+        ),
+        3 => (
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": file, "version": version}, "contentChanges": [{"text": text}]}),
+        ),
+        _ => (
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": file, "version": version},
+                   "contentChanges": [{"range": range, "text": text}, {"range": range, "text": text}]}),
+        ),
+    };
+    let is_request = !method.starts_with("textDocument/did");
+    let id = is_request.then(|| id.to_string());
+    gen::message(id.as_deref(), method, Some(&params.to_string()))
+}
+
 /// A response to a request of the daemon's, real or made up.
 fn fuzzed_response(g: &mut Gen) -> String {
     let id = format!("\"tandem-{}\"", g.below(40));
@@ -243,10 +294,15 @@ fn fuzzed_response(g: &mut Gen) -> String {
 fn lsp_case(
     g: &mut Gen,
     methods: &[(&'static str, bool, Value)],
+    file: &str,
     id: i64,
     debt: &mut usize,
 ) -> Vec<Vec<u8>> {
-    let message = fuzzed_message(g, methods, id);
+    let message = if g.chance(15) {
+        near_the_text(g, file, id)
+    } else {
+        fuzzed_message(g, methods, id)
+    };
     let good = |g: &mut Gen, body: &[u8]| {
         let mut bytes = gen::lsp_header(g, body.len());
         bytes.extend_from_slice(body);
@@ -480,7 +536,7 @@ async fn fuzz_one_lsp_daemon(
     let mut methods = lsp_methods(&surface);
     let mut debt = 0;
     for case in first..first + count {
-        for piece in lsp_case(g, &methods, 1000 + case as i64, &mut debt) {
+        for piece in lsp_case(g, &methods, &surface.file, 1000 + case as i64, &mut debt) {
             editor.send_raw(&piece).await;
         }
         let last = case + 1 == first + count;
