@@ -1,8 +1,10 @@
 //! The cancel storm: 100 cancels at seeded random moments — right after
-//! the prompt is sent, while the model is silent, mid-stream, mid-command
-//! — alternating `tandem/cancel` and `$/cancelRequest`. Each prompt must be
-//! answered `cancelled` within 500 ms of its cancel, after its turn's
-//! `turn_end`, and a plain prompt after every ten must be served in full.
+//! the prompt is sent, while the model is silent, mid-stream, mid-command,
+//! while a permission request waits for the user, and on a prompt queued
+//! behind a running turn — by `tandem/cancel` or `$/cancelRequest`. Each
+//! prompt must be answered `cancelled` within 500 ms of its cancel, after
+//! its turn's `turn_end`, and a plain prompt after every ten must be
+//! served in full.
 
 use std::time::{Duration, Instant};
 
@@ -25,6 +27,9 @@ enum Busy {
     Streaming,
     /// A command that sleeps for 5 s.
     Command,
+    /// A command that waits for the user's permission (review mode; the
+    /// editor never answers).
+    Permission,
 }
 
 fn reply_for(busy: Busy, n: usize) -> Reply {
@@ -39,7 +44,7 @@ fn reply_for(busy: Busy, n: usize) -> Reply {
             steps.extend(openai::ending("stop"));
             Reply::Sse(steps)
         }
-        Busy::Command => openai::tool_calls(&[(
+        Busy::Command | Busy::Permission => openai::tool_calls(&[(
             &format!("call_{n}"),
             "exec_command",
             &json!({"cmd": "echo started; sleep 5", "timeout_ms": 60000}).to_string(),
@@ -63,7 +68,12 @@ async fn a_hundred_cancels_at_random_moments_are_each_answered_within_500_ms() {
     let seed = g.seed;
     let plan: Vec<(Busy, bool, Option<u64>)> = (0..CANCELS)
         .map(|_| {
-            let busy = *g.pick(&[Busy::Silent, Busy::Streaming, Busy::Command]);
+            let busy = *g.pick(&[
+                Busy::Silent,
+                Busy::Streaming,
+                Busy::Command,
+                Busy::Permission,
+            ]);
             let by_cancel_request = g.chance(50);
             // None: cancel right after sending; else this long after the
             // turn showed it is busy.
@@ -89,18 +99,32 @@ async fn a_hundred_cancels_at_random_moments_are_each_answered_within_500_ms() {
     });
     let root = tempfile::tempdir().expect("workspace");
     let mut editor = Editor::spawn().await;
-    editor.initialize(root.path()).await;
+    editor
+        .initialize_with(
+            root.path(),
+            json!({"capabilities": {"experimental": {"tandem": {"requestPermission": true}}}}),
+        )
+        .await;
+    editor.hold_requests("tandem/requestPermission");
     let mut config = server.session_config();
     config["approval"] = json!({"mode": "auto"});
-    let session = editor.new_session(config).await;
+    let auto = editor.new_session(config.clone()).await;
+    config["approval"] = json!({"mode": "review"});
+    let review = editor.new_session(config).await;
 
     let started = Instant::now();
     let mut waits: Vec<Duration> = Vec::new();
     let mut discarded = 0;
+    let mut queued_withdrawn = 0;
     for (n, (busy, by_cancel_request, delay)) in plan.iter().enumerate() {
         let context = format!("seed {seed}, cancel {n}, {busy:?}, $/cancelRequest {by_cancel_request}, delay {delay:?}");
+        let session = if *busy == Busy::Permission {
+            &review
+        } else {
+            &auto
+        };
         let from = editor.received.len();
-        let prompt = editor.start_prompt(&session, &format!("storm {n}")).await;
+        let prompt = editor.start_prompt(session, &format!("storm {n}")).await;
         if let Some(delay) = delay {
             let busy_now = |u: &Value| match busy {
                 Busy::Silent => u["sessionUpdate"] == "user_message",
@@ -108,8 +132,34 @@ async fn a_hundred_cancels_at_random_moments_are_each_answered_within_500_ms() {
                 Busy::Command => u["outputDelta"]
                     .as_str()
                     .is_some_and(|t| t.contains("started")),
+                Busy::Permission => u["waitingFor"] == "permission",
             };
-            editor.wait_update(&session, busy_now).await;
+            editor.wait_update(session, busy_now).await;
+            if *delay % 4 == 0 {
+                // A prompt queued behind the busy turn, withdrawn alone.
+                let queued = editor.start_prompt(session, &format!("queued {n}")).await;
+                let withdrawn_at = Instant::now();
+                editor
+                    .notify("$/cancelRequest", json!({"id": queued}))
+                    .await;
+                let (receipt, _) = editor.response(queued).await;
+                let waited = withdrawn_at.elapsed();
+                assert!(
+                    waited <= CANCEL_ANSWER_CAP,
+                    "queued prompt answered {waited:?} after ({context})"
+                );
+                assert_eq!(
+                    receipt["result"]["stopReason"], "cancelled",
+                    "{receipt} ({context})"
+                );
+                assert_eq!(
+                    receipt["result"]["turnId"],
+                    Value::Null,
+                    "{receipt} ({context})"
+                );
+                waits.push(waited);
+                queued_withdrawn += 1;
+            }
             tokio::time::sleep(Duration::from_millis(*delay)).await;
         }
         let cancelled_at = Instant::now();
@@ -119,7 +169,7 @@ async fn a_hundred_cancels_at_random_moments_are_each_answered_within_500_ms() {
                 .await;
         } else {
             editor
-                .notify("tandem/cancel", json!({"sessionId": session}))
+                .notify("tandem/cancel", json!({"sessionId": *session}))
                 .await;
         }
         let (receipt, at) = editor.response(prompt).await;
@@ -144,9 +194,23 @@ async fn a_hundred_cancels_at_random_moments_are_each_answered_within_500_ms() {
             }
             None => discarded += 1,
         }
+        // A permission request still out was withdrawn before the answer.
+        let asked = editor.received[from..at]
+            .iter()
+            .find(|m| m["method"] == "tandem/requestPermission")
+            .map(|m| m["id"].clone());
+        if let Some(asked) = asked {
+            let withdrawn = editor.received[from..at]
+                .iter()
+                .any(|m| m["method"] == "$/cancelRequest" && m["params"]["id"] == asked);
+            assert!(
+                withdrawn,
+                "permission request {asked} left open ({context})"
+            );
+        }
         if n % 10 == 9 {
             let text = format!("plain {n}");
-            let (receipt, updates) = editor.prompt(&session, &text).await;
+            let (receipt, updates) = editor.prompt(session, &text).await;
             assert_eq!(
                 receipt["result"]["stopReason"], "end_turn",
                 "{receipt} ({context})"
@@ -158,8 +222,8 @@ async fn a_hundred_cancels_at_random_moments_are_each_answered_within_500_ms() {
     let median = waits[waits.len() / 2];
     let max = waits[waits.len() - 1];
     eprintln!(
-        "cancel storm: {CANCELS} cancels in {:.1?}, seed {seed}; answer after cancel: median {median:?}, max {max:?}; \
-         {discarded} prompts discarded before their turn started",
+        "cancel storm: {CANCELS} cancels and {queued_withdrawn} queued prompts withdrawn in {:.1?}, seed {seed}; \
+         answer after cancel: median {median:?}, max {max:?}; {discarded} prompts discarded before their turn started",
         started.elapsed()
     );
 }
