@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -24,6 +24,10 @@ use crate::support::model_server::{openai, ModelServer};
 
 /// A valid request is sent, and must be answered, after this many cases.
 const PROBE_EVERY: usize = 100;
+
+/// At the end of a daemon's cases, every request that reached it whole
+/// must have been answered within this.
+const ANSWER_ALL_WITHIN: Duration = Duration::from_secs(10);
 
 /// The cases aim at a fresh session after this many, so that a long run
 /// does not spend its time on one ever longer history.
@@ -287,17 +291,25 @@ fn fuzzed_response(g: &mut Gen) -> String {
     format!("{{\"jsonrpc\":\"2.0\",\"id\":{id}{body}}}")
 }
 
-/// One LSP case as bytes to write (maybe in several writes). `debt` is
-/// how many bytes the reader still takes as the body of a frame we cut
-/// short; while it is owed, only well-formed frames are sent (they pay
-/// it, and the reader resynchronizes after the one that is cut).
+/// One case: the bytes to write (maybe in several writes), and the
+/// message when it reaches the daemon whole (so a request in it must be
+/// answered).
+struct Case {
+    writes: Vec<Vec<u8>>,
+    intact: Option<String>,
+}
+
+/// One LSP case. `debt` is how many bytes the reader still takes as the
+/// body of a frame we cut short; while it is owed, only well-formed frames
+/// are sent (they pay it, and the reader resynchronizes after the one that
+/// is cut).
 fn lsp_case(
     g: &mut Gen,
     methods: &[(&'static str, bool, Value)],
     file: &str,
     id: i64,
     debt: &mut usize,
-) -> Vec<Vec<u8>> {
+) -> Case {
     let message = if g.chance(15) {
         near_the_text(g, file, id)
     } else {
@@ -311,11 +323,20 @@ fn lsp_case(
     if *debt > 0 {
         let bytes = good(g, message.as_bytes());
         *debt = debt.saturating_sub(bytes.len());
-        return vec![bytes];
+        return Case {
+            writes: vec![bytes],
+            intact: None,
+        };
     }
-    let body = message.into_bytes();
+    let body = message.clone().into_bytes();
+    let whole = Some(message);
     let bytes = match g.below(100) {
-        0..=54 => good(g, &body),
+        0..=54 => {
+            return Case {
+                writes: vec![good(g, &body)],
+                intact: whole,
+            }
+        }
         55..=59 => {
             let response = fuzzed_response(g);
             good(g, response.as_bytes())
@@ -341,6 +362,8 @@ fn lsp_case(
             bytes
         }
         90..=94 => {
+            // Junk before a frame: the reader may take the frame's header
+            // as part of the junk's bad header block and skip its body.
             let n = g.below(200) + 1;
             let mut bytes = g.bytes(n);
             bytes.extend(good(g, &body));
@@ -356,15 +379,21 @@ fn lsp_case(
                 pieces.push(rest[..n].to_vec());
                 rest = &rest[n..];
             }
-            return pieces;
+            return Case {
+                writes: pieces,
+                intact: whole,
+            };
         }
     };
-    vec![bytes]
+    Case {
+        writes: vec![bytes],
+        intact: None,
+    }
 }
 
 /// One ACP case: lines to write, each write ending in a newline except
 /// where a line is split across writes.
-fn acp_case(g: &mut Gen, methods: &[(&'static str, bool, Value)], id: i64) -> Vec<Vec<u8>> {
+fn acp_case(g: &mut Gen, methods: &[(&'static str, bool, Value)], id: i64) -> Case {
     let message = fuzzed_message(g, methods, id);
     let line = |bytes: &[u8]| {
         let mut line: Vec<u8> = bytes
@@ -374,21 +403,84 @@ fn acp_case(g: &mut Gen, methods: &[(&'static str, bool, Value)], id: i64) -> Ve
         line.push(b'\n');
         line
     };
+    let broken = |writes| Case {
+        writes,
+        intact: None,
+    };
     match g.below(100) {
-        0..=59 => vec![line(message.as_bytes())],
-        60..=64 => vec![line(fuzzed_response(g).as_bytes())],
-        65..=79 => vec![line(&gen::bad_body(g, &message))],
-        80..=84 => vec![g.pick(&["\n", "   \n", "\r\n", "\t\n"]).as_bytes().to_vec()],
+        0..=59 => Case {
+            writes: vec![line(message.as_bytes())],
+            intact: Some(message),
+        },
+        60..=64 => broken(vec![line(fuzzed_response(g).as_bytes())]),
+        65..=79 => broken(vec![line(&gen::bad_body(g, &message))]),
+        80..=84 => broken(vec![g
+            .pick(&["\n", "   \n", "\r\n", "\t\n"])
+            .as_bytes()
+            .to_vec()]),
         85..=89 => {
             let bytes = line(message.as_bytes());
             let cut = g.below(bytes.len() - 1) + 1;
-            vec![bytes[..cut].to_vec(), bytes[cut..].to_vec()]
+            Case {
+                writes: vec![bytes[..cut].to_vec(), bytes[cut..].to_vec()],
+                intact: Some(message),
+            }
         }
-        90..=94 => vec![line(format!("{message}{message}").as_bytes())],
+        90..=94 => broken(vec![line(format!("{message}{message}").as_bytes())]),
         _ => {
-            let mut bytes = message.into_bytes();
+            let mut bytes = message.clone().into_bytes();
             bytes.extend_from_slice(b"\r\n");
-            vec![bytes]
+            Case {
+                writes: vec![bytes],
+                intact: Some(message),
+            }
+        }
+    }
+}
+
+/// Requests that reached the daemon whole and are not answered yet: id →
+/// method.
+#[derive(Default)]
+struct Unanswered(BTreeMap<i64, String>);
+
+impl Unanswered {
+    /// Notes the case's request, if it reached the daemon whole with the
+    /// plain id `id` (odd ids are answered or refused in other ways).
+    fn expect(&mut self, case: &Case, id: i64) {
+        let Some(message) = case.intact.as_deref() else {
+            return;
+        };
+        let Ok(value) = serde_json::from_str::<Value>(message) else {
+            return;
+        };
+        if value["id"] == id {
+            let method = value["method"].as_str().unwrap_or("?").to_string();
+            self.0.insert(id, method);
+        }
+    }
+
+    /// Drops the `tandem/runTask` requests still waiting, returning their
+    /// ids: an open bug (RELIABILITY.md, "Open") leaves a few of them
+    /// unanswered under the fuzz although their handler returned; they
+    /// are reported, not failed, until it is fixed.
+    fn take_run_tasks(&mut self) -> Vec<i64> {
+        let ids: Vec<i64> = self
+            .0
+            .iter()
+            .filter(|(_, method)| *method == "tandem/runTask")
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &ids {
+            self.0.remove(id);
+        }
+        ids
+    }
+
+    fn answered(&mut self, message: &Value) {
+        if message.get("method").is_none() {
+            if let Some(id) = message["id"].as_i64() {
+                self.0.remove(&id);
+            }
         }
     }
 }
@@ -398,11 +490,13 @@ fn acp_case(g: &mut Gen, methods: &[(&'static str, bool, Value)], id: i64) -> Ve
 struct Tally {
     by_code: BTreeMap<i64, usize>,
     results: usize,
+    unanswered: Unanswered,
 }
 
 impl Tally {
     /// Counts a message; fails on an undocumented code or an internal error.
     fn record(&mut self, message: &Value, seed: u64) {
+        self.unanswered.answered(message);
         if message.get("method").is_some() || message.get("id").is_none() {
             return;
         }
@@ -536,8 +630,11 @@ async fn fuzz_one_lsp_daemon(
     let mut methods = lsp_methods(&surface);
     let mut debt = 0;
     for case in first..first + count {
-        for piece in lsp_case(g, &methods, &surface.file, 1000 + case as i64, &mut debt) {
-            editor.send_raw(&piece).await;
+        let id = 1000 + case as i64;
+        let sent = lsp_case(g, &methods, &surface.file, id, &mut debt);
+        tally.unanswered.expect(&sent, id);
+        for piece in &sent.writes {
+            editor.send_raw(piece).await;
         }
         let last = case + 1 == first + count;
         if (case + 1) % PROBE_EVERY == 0 || last {
@@ -574,6 +671,24 @@ async fn fuzz_one_lsp_daemon(
             }
         }
     }
+    // Every request that arrived whole is answered.
+    let drained = tokio::time::timeout(ANSWER_ALL_WITHIN, async {
+        while !tally.unanswered.0.is_empty() {
+            let message = editor.next_message().await;
+            tally.record(&message, seed);
+        }
+    })
+    .await;
+    let run_tasks = tally.unanswered.take_run_tasks();
+    if !run_tasks.is_empty() {
+        eprintln!("seed {seed}: OPEN BUG: tandem/runTask requests never answered: {run_tasks:?}");
+    }
+    let drained = drained.is_ok() || tally.unanswered.0.is_empty();
+    assert!(
+        drained,
+        "seed {seed}: requests never answered (id: method): {:?}",
+        tally.unanswered.0
+    );
     assert_no_panic(&editor.stderr(), seed);
     // A frame cut short by the end of input ends the daemon cleanly.
     editor
@@ -727,8 +842,11 @@ async fn fuzz_one_acp_agent(
     };
     let mut methods = acp_methods(&surface);
     for case in first..first + count {
-        for piece in acp_case(g, &methods, 1000 + case as i64) {
-            acp.write(&piece).await;
+        let id = 1000 + case as i64;
+        let sent = acp_case(g, &methods, id);
+        tally.unanswered.expect(&sent, id);
+        for piece in &sent.writes {
+            acp.write(piece).await;
         }
         let last = case + 1 == first + count;
         if (case + 1) % PROBE_EVERY == 0 || last {
@@ -756,6 +874,19 @@ async fn fuzz_one_acp_agent(
             }
         }
     }
+    // Every request that arrived whole is answered.
+    let drained = tokio::time::timeout(ANSWER_ALL_WITHIN, async {
+        while !tally.unanswered.0.is_empty() {
+            let message = acp.next().await;
+            tally.record(&message, seed);
+        }
+    })
+    .await;
+    assert!(
+        drained.is_ok(),
+        "seed {seed}: requests never answered (id: method): {:?}",
+        tally.unanswered.0
+    );
     assert_no_panic(&acp.stderr(), seed);
     // A line cut short by the end of input ends the agent cleanly.
     acp.write(b"{\"jsonrpc\":\"2.0\",\"id\":1,").await;
