@@ -10,3 +10,4 @@ mod concurrency;
 mod crash;
 mod faults;
 mod fuzz;
+mod fuzz_cases;
