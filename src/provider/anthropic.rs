@@ -89,12 +89,17 @@ impl Provider for AnthropicProvider {
         &self.model
     }
 
-    async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError> {
+    fn request_body(&self, request: ModelRequest<'_>) -> Vec<u8> {
         let max_tokens = request.max_output_tokens.unwrap_or(self.default_max_tokens);
-        let body = MessagesRequest::new(&self.model, request, max_tokens);
+        serde_json::to_vec(&MessagesRequest::new(&self.model, request, max_tokens))
+            .expect("a request body serializes")
+    }
+
+    async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError> {
+        let body = self.request_body(request);
         let url = format!("{}/messages", self.base_url);
         let response =
-            http::post_json(&self.client, &self.base_url, &url, self.headers(), &body).await?;
+            http::post_json(&self.client, &self.base_url, &url, self.headers(), body).await?;
         Ok(http::sse_stream(response, MessagesDecoder::default()))
     }
 }

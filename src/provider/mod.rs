@@ -179,6 +179,8 @@ pub trait Provider: Send + Sync {
     fn name(&self) -> &str;
     /// Model name sent in requests.
     fn model(&self) -> &str;
+    /// The JSON body [`Provider::stream`] sends for `request`.
+    fn request_body(&self, request: ModelRequest<'_>) -> Vec<u8>;
     /// Sends the request and returns the event stream once the server has
     /// answered with a success status. Errors before the first byte of the
     /// body (connect, non-2xx) are returned here.

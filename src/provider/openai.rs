@@ -74,14 +74,19 @@ impl Provider for OpenAiProvider {
         &self.model
     }
 
-    async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError> {
+    fn request_body(&self, request: ModelRequest<'_>) -> Vec<u8> {
         let max_tokens = request
             .max_output_tokens
             .or((self.default_max_tokens > 0).then_some(self.default_max_tokens));
-        let body = ChatRequest::new(&self.model, request, max_tokens);
+        serde_json::to_vec(&ChatRequest::new(&self.model, request, max_tokens))
+            .expect("a request body serializes")
+    }
+
+    async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError> {
+        let body = self.request_body(request);
         let url = format!("{}/chat/completions", self.base_url);
         let response =
-            http::post_json(&self.client, &self.base_url, &url, self.headers(), &body).await?;
+            http::post_json(&self.client, &self.base_url, &url, self.headers(), body).await?;
         Ok(http::sse_stream(response, ChatDecoder::default()))
     }
 }
