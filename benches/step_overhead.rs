@@ -479,7 +479,11 @@ fn rss_bytes(pid: u32) -> usize {
 
 /// The release binary loads the session in `home` and answers one prompt
 /// in it: (RSS before loading, RSS after the answer, the body it sent).
-async fn daemon_rss(server: &Arc<ModelServer>, home: &Path, session_id: &str) -> (usize, usize, usize) {
+async fn daemon_rss(
+    server: &Arc<ModelServer>,
+    home: &Path,
+    session_id: &str,
+) -> (usize, usize, usize) {
     let root = tempfile::tempdir().expect("workspace");
     let mut editor = Editor::spawn(&tandem_bin(), &["lsp"], home);
     editor.handshake(root.path()).await;
@@ -488,7 +492,10 @@ async fn daemon_rss(server: &Arc<ModelServer>, home: &Path, session_id: &str) ->
     let loaded = editor
         .request("tandem/loadSession", json!({"sessionId": session_id}))
         .await;
-    assert!(loaded.get("result").is_some(), "loadSession failed: {loaded}");
+    assert!(
+        loaded.get("result").is_some(),
+        "loadSession failed: {loaded}"
+    );
     let before = server.requests().len();
     server.push(openai::text(["ok"]));
     editor.prompt(session_id, "one more").await;
