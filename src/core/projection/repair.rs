@@ -122,6 +122,15 @@ impl Projection {
         repairs
     }
 
+    /// The pipeline checking the whole history, as if nothing had been
+    /// checked before: the reference the incremental checks must match.
+    #[cfg(test)]
+    pub(super) fn repair_whole(&mut self, limits: RepairLimits) -> Vec<Repair> {
+        self.checked = Checked::default();
+        self.chars = self.messages.iter().map(|m| message_chars(m)).sum();
+        self.repair(limits)
+    }
+
     /// Whether the history needs none of the structural repairs, looking
     /// only past the checked prefix: the whole-history checks of
     /// `merge_system_messages`, `call_ids_ok` and `results_well_paired`,
