@@ -587,14 +587,21 @@ async fn main() {
         .iter()
         .find(|(t, d, _)| *t == 5_000 && *d == Durability::Fsync)
     {
+        let log_path = scenario
+            .home
+            .path()
+            .join("sessions")
+            .join(format!("{}.jsonl", scenario.session_id));
+        let log_bytes = std::fs::metadata(&log_path).map_or(0, |m| m.len() as usize);
         let (idle, held, body) =
             daemon_rss(&server, scenario.home.path(), &scenario.session_id).await;
         println!(
-            "memory, release binary: RSS {} MB idle, {} MB holding the 5,000-message session (+{} MB) after a request of {} MB",
+            "memory, release binary: RSS {} MB idle, {} MB holding the 5,000-message session (+{} MB) after a request of {} MB (its log: {} MB)",
             mb(idle),
             mb(held),
             mb(held.saturating_sub(idle)),
-            mb(body)
+            mb(body),
+            mb(log_bytes)
         );
         verdict(
             "daemon RSS growth holding 5,000 messages, vs the serialized session",

@@ -21,6 +21,7 @@ mod provider_anthropic;
 mod provider_openai;
 mod real_model;
 mod replay;
+mod request_bodies;
 mod serve;
 mod sessions;
 mod tasks;

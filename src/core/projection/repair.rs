@@ -26,6 +26,11 @@ pub(super) struct Checked {
     /// Hashes of the call ids in `messages[..len]`. A collision only makes
     /// the check fail, and the full pipeline then compares the ids.
     ids: HashSet<u64>,
+    /// Every tool result before this index is older than the newest
+    /// `keep_recent_results` and no longer than the limit, for these
+    /// (keep, shorten-to) settings.
+    shortened_before: usize,
+    shorten_settings: Option<(usize, usize)>,
     /// The message list was changed from outside (tests): `chars` is to
     /// be counted again.
     pub(super) chars_stale: bool,
@@ -35,7 +40,7 @@ impl Checked {
     /// The history changed at `at`: what was checked before it still holds
     /// only if `at` is past the checked prefix.
     pub(super) fn touched(&mut self, at: usize) {
-        if at < self.len {
+        if at < self.len.max(self.shortened_before) {
             let chars_stale = self.chars_stale;
             *self = Checked {
                 chars_stale,
@@ -423,22 +428,32 @@ impl Projection {
     }
 
     fn shorten_old_results(&mut self, limits: RepairLimits, repairs: &mut Vec<Repair>) {
+        // Results before `shortened_before` were old at the last pass and
+        // left short: they only grow older, so they are not looked at again.
+        let settings = (limits.keep_recent_results, limits.shorten_results_to);
+        let from = if self.checked.shorten_settings == Some(settings) {
+            self.checked.shortened_before
+        } else {
+            0
+        };
         let mut seen = 0;
         let mut shortened = 0;
         let mut saved = 0;
-        for message in self.messages.iter_mut().rev() {
-            let ModelMessage::Tool { content, .. } = message.message() else {
+        let mut newest_old = None;
+        for i in (from..self.messages.len()).rev() {
+            let ModelMessage::Tool { content, .. } = self.messages[i].message() else {
                 continue;
             };
             seen += 1;
-            if seen <= limits.keep_recent_results
-                || content.len() <= limits.shorten_results_to
-                || content.ends_with(OMITTED_NOTE_END)
-            {
+            if seen <= limits.keep_recent_results {
+                continue;
+            }
+            newest_old.get_or_insert(i);
+            if content.len() <= limits.shorten_results_to || content.ends_with(OMITTED_NOTE_END) {
                 continue;
             }
             // Only the results that change lose their serialized forms.
-            let ModelMessage::Tool { content, .. } = message.message_mut() else {
+            let ModelMessage::Tool { content, .. } = self.messages[i].message_mut() else {
                 continue;
             };
             let cut = content.floor_char_boundary(limits.shorten_results_to);
@@ -448,6 +463,8 @@ impl Projection {
             shortened += 1;
             saved += omitted;
         }
+        self.checked.shorten_settings = Some(settings);
+        self.checked.shortened_before = newest_old.map_or(from, |i| i + 1);
         if shortened > 0 {
             repairs.push(Repair {
                 repair: "shorten_old_results",
