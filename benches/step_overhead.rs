@@ -478,12 +478,13 @@ fn rss_bytes(pid: u32) -> usize {
 }
 
 /// The release binary loads the session in `home` and answers one prompt
-/// in it: (RSS before loading, RSS after the answer, the body it sent).
+/// in it: (RSS before loading, after loading, after the answer, the body
+/// it sent).
 async fn daemon_rss(
     server: &Arc<ModelServer>,
     home: &Path,
     session_id: &str,
-) -> (usize, usize, usize) {
+) -> (usize, usize, usize, usize) {
     let root = tempfile::tempdir().expect("workspace");
     let mut editor = Editor::spawn(&tandem_bin(), &["lsp"], home);
     editor.handshake(root.path()).await;
@@ -496,6 +497,7 @@ async fn daemon_rss(
         loaded.get("result").is_some(),
         "loadSession failed: {loaded}"
     );
+    let after_load = rss_bytes(pid);
     let before = server.requests().len();
     server.push(openai::text(["ok"]));
     editor.prompt(session_id, "one more").await;
@@ -506,7 +508,7 @@ async fn daemon_rss(
         .raw_body
         .len();
     editor.shutdown().await;
-    (idle, held, body)
+    (idle, after_load, held, body)
 }
 
 #[tokio::main]
@@ -593,11 +595,12 @@ async fn main() {
             .join("sessions")
             .join(format!("{}.jsonl", scenario.session_id));
         let log_bytes = std::fs::metadata(&log_path).map_or(0, |m| m.len() as usize);
-        let (idle, held, body) =
+        let (idle, after_load, held, body) =
             daemon_rss(&server, scenario.home.path(), &scenario.session_id).await;
         println!(
-            "memory, release binary: RSS {} MB idle, {} MB holding the 5,000-message session (+{} MB) after a request of {} MB (its log: {} MB)",
+            "memory, release binary: RSS {} MB idle, {} MB after loadSession, {} MB holding the 5,000-message session (+{} MB) after a request of {} MB (its log: {} MB)",
             mb(idle),
+            mb(after_load),
             mb(held),
             mb(held.saturating_sub(idle)),
             mb(body),
