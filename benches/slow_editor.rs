@@ -3,7 +3,9 @@
 //! stdio. Measured: the daemon's peak RSS (sampled from `/proc` every
 //! 50 ms), whether the text the editor got is complete and in order, how
 //! many chunk frames carried it, and how long after the model's last chunk
-//! the prompt's answer was read.
+//! (the last SSE event the model server wrote, stamped just before its
+//! write) the prompt's answer was read — the latency target — and, for
+//! the record, how long after the last chunk frame was read.
 //!
 //! The editor reads its stdout through a 4 KiB buffer and takes 100 ms per
 //! frame, so the daemon's pipe fills and its writer blocks, as with an
@@ -198,6 +200,16 @@ async fn main() {
     let complete = chunk_texts.concat() == pieces.concat();
     let peak_mib = peak.load(Ordering::Relaxed) as f64 / 1024.0;
     let lag = answered_at.saturating_duration_since(stream_end);
+    let last_chunk_read = frames
+        .iter()
+        .rev()
+        .find(|(_, m)| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|(at, _)| *at)
+        .expect("chunk frames");
+    let after_last_chunk = frames
+        .iter()
+        .filter(|(at, _)| *at > last_chunk_read)
+        .count();
     println!(
         "{chunks} chunks at {rate}/s read at {frames_per_sec} frames/s: {} chunk frames, {} frames in all",
         chunk_texts.len(),
@@ -208,6 +220,10 @@ async fn main() {
         before as f64 / 1024.0
     );
     println!("model's last chunk -> prompt answer read: {}", fmt(lag));
+    println!(
+        "last chunk frame read -> prompt answer read: {} ({after_last_chunk} frames after it, the answer included)",
+        fmt(answered_at.saturating_duration_since(last_chunk_read))
+    );
     verdict(
         "peak RSS",
         &format!("{peak_mib:.1} MiB"),

@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::vocab::approval::ApprovalMode;
 
 pub mod budget;
+pub mod sandbox;
 pub mod tasks;
 
 /// Which wire format the model server speaks.
@@ -217,6 +218,8 @@ pub struct Config {
     pub serve: ServeConfig,
     /// Hard spending caps per turn, session and day.
     pub budget: budget::BudgetConfig,
+    /// How `exec_command` confines commands.
+    pub sandbox: sandbox::SandboxConfig,
     /// Prices per model name (USD per million tokens), over the built-in
     /// table of known models.
     pub pricing: std::collections::BTreeMap<String, crate::vocab::pricing::Price>,
@@ -280,7 +283,19 @@ impl ConfigBuilder {
 
     /// Merges a TOML file if it exists. A file that cannot be parsed, or
     /// holds unknown keys, is an error naming the file.
-    pub fn file(mut self, path: &Path) -> Result<Self, ConfigError> {
+    pub fn file(self, path: &Path) -> Result<Self, ConfigError> {
+        self.file_layer(path, false)
+    }
+
+    /// Merges a workspace's `.tandem/config.toml`, minus `[sandbox]`: the
+    /// workspace is what sandboxed commands may write, so a setting there
+    /// could let the next command out. The sandbox is the user's to set
+    /// (user config, editor settings).
+    pub fn workspace_file(self, path: &Path) -> Result<Self, ConfigError> {
+        self.file_layer(path, true)
+    }
+
+    fn file_layer(mut self, path: &Path, workspace: bool) -> Result<Self, ConfigError> {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(self),
@@ -295,10 +310,18 @@ impl ConfigBuilder {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
-        let layer = serde_json::to_value(table).map_err(|e| ConfigError::Parse {
+        let mut layer = serde_json::to_value(table).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
+        if workspace {
+            if let Some(dropped) = layer.as_object_mut().and_then(|l| l.remove("sandbox")) {
+                tracing::warn!(
+                    "ignoring [sandbox] {dropped} in {}: the sandbox is set in the user's config.toml or the editor's settings, never by the workspace",
+                    path.display()
+                );
+            }
+        }
         // Check the layer alone so the error names this file.
         check_layer(&layer).map_err(|message| ConfigError::Parse {
             path: path.to_path_buf(),
@@ -386,7 +409,7 @@ impl ConfigBuilder {
     pub fn standard(home: &Path, workspace_roots: &[PathBuf]) -> Result<Self, ConfigError> {
         let mut builder = ConfigBuilder::new().file(&home.join("config.toml"))?;
         for root in workspace_roots {
-            builder = builder.file(&root.join(".tandem/config.toml"))?;
+            builder = builder.workspace_file(&root.join(".tandem/config.toml"))?;
         }
         builder.env()
     }
@@ -479,6 +502,37 @@ mod tests {
             .unwrap();
         assert_eq!(config.model.base_url, "http://proxy/v1");
         assert_eq!(config.model.api_key_env, "K");
+    }
+
+    #[test]
+    fn a_workspace_file_cannot_set_the_sandbox() {
+        let home = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join(".tandem")).unwrap();
+        std::fs::write(
+            root.path().join(".tandem/config.toml"),
+            "[sandbox]\nmode = \"off\"\nnetwork = true\n[limits]\nmax_iterations = 9\n",
+        )
+        .unwrap();
+        let config = ConfigBuilder::standard(home.path(), &[root.path().to_path_buf()])
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(config.sandbox, sandbox::SandboxConfig::default());
+        assert_eq!(
+            config.limits.max_iterations, 9,
+            "the rest of the file holds"
+        );
+        std::fs::write(
+            home.path().join("config.toml"),
+            "[sandbox]\nnetwork = true\n",
+        )
+        .unwrap();
+        let config = ConfigBuilder::standard(home.path(), &[])
+            .unwrap()
+            .build()
+            .unwrap();
+        assert!(config.sandbox.network, "the user's own file may");
     }
 
     #[test]

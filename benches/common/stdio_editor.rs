@@ -273,23 +273,28 @@ impl Editor {
     }
 }
 
-/// The chunk latencies of one prompt's frames: the i-th
-/// `agent_message_chunk` (text `"<i> "`) against the i-th chunk write.
+/// The chunk latencies of one prompt's frames: delta `i` (text `"<i> "`)
+/// against the i-th chunk write, read when the frame holding it was read.
+/// A loaded machine may merge adjacent chunks into one frame (a slow
+/// editor is never flooded); each delta in it counts from its own write.
 pub fn latencies(frames: &[(Instant, Value)], written: &[Instant]) -> Vec<Duration> {
-    let read: Vec<(Instant, &Value)> = frames
-        .iter()
-        .filter(|(_, m)| {
-            m["method"] == "tandem/update"
-                && m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
-        })
-        .map(|(at, m)| (*at, &m["params"]["update"]["content"]["text"]))
-        .collect();
-    assert_eq!(read.len(), written.len(), "one update per delta");
-    read.iter()
-        .enumerate()
-        .map(|(i, (at, text))| {
-            assert_eq!(text.as_str(), Some(format!("{i} ").as_str()), "update {i}");
-            at.saturating_duration_since(written[i])
-        })
-        .collect()
+    let mut samples = Vec::with_capacity(written.len());
+    for (at, m) in frames {
+        if m["method"] != "tandem/update"
+            || m["params"]["update"]["sessionUpdate"] != "agent_message_chunk"
+        {
+            continue;
+        }
+        let text = m["params"]["update"]["content"]["text"]
+            .as_str()
+            .unwrap_or_default();
+        for piece in text.split_inclusive(' ') {
+            let i = samples.len();
+            assert_eq!(piece, format!("{i} "), "delta {i} out of order");
+            assert!(i < written.len(), "more deltas than were written");
+            samples.push(at.saturating_duration_since(written[i]));
+        }
+    }
+    assert_eq!(samples.len(), written.len(), "every delta arrived");
+    samples
 }

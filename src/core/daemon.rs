@@ -90,6 +90,8 @@ pub type BridgeFactory = Arc<dyn Fn(&str) -> Arc<dyn ClientBridge> + Send + Sync
 
 impl Daemon {
     pub fn new(options: DaemonOptions) -> Arc<Daemon> {
+        // Probed, and logged, once at startup rather than at the first command.
+        crate::tools::exec::sandbox::probe::support();
         let spend = Arc::new(SpendBook::new(options.home.join("sessions")));
         Arc::new(Daemon {
             home: options.home,
@@ -406,8 +408,21 @@ impl Daemon {
         session_id: &str,
         content: Vec<UserContent>,
     ) -> Result<(String, oneshot::Receiver<TurnReceipt>), DaemonError> {
+        self.prompt_reading(session_id, content, None)
+    }
+
+    /// Queues a prompt whose turn reads `buffers` (a serve connection's
+    /// documents) instead of the daemon's cache; attached files are read
+    /// from them too.
+    pub fn prompt_reading(
+        &self,
+        session_id: &str,
+        content: Vec<UserContent>,
+        buffers: Option<Arc<BufferCache>>,
+    ) -> Result<(String, oneshot::Receiver<TurnReceipt>), DaemonError> {
         let session = self.session(session_id)?;
-        Ok(session.enqueue_prompt(self.embed_resources(content)))
+        let content = self.embed_resources(content, buffers.as_ref().unwrap_or(&self.buffers));
+        Ok(session.enqueue_prompt_reading(content, buffers))
     }
 
     /// Queues next-step input; returns its message id.
@@ -417,8 +432,20 @@ impl Daemon {
         content: Vec<UserContent>,
         wake: bool,
     ) -> Result<String, DaemonError> {
+        self.steer_reading(session_id, content, wake, None)
+    }
+
+    /// Queues next-step input; a turn it opens reads `buffers`.
+    pub fn steer_reading(
+        &self,
+        session_id: &str,
+        content: Vec<UserContent>,
+        wake: bool,
+        buffers: Option<Arc<BufferCache>>,
+    ) -> Result<String, DaemonError> {
         let session = self.session(session_id)?;
-        Ok(session.enqueue_steer(self.embed_resources(content), wake))
+        let content = self.embed_resources(content, buffers.as_ref().unwrap_or(&self.buffers));
+        Ok(session.enqueue_steer_reading(content, wake, buffers))
     }
 
     /// Cancels a session's running turn (and its inbox unless `keep_inbox`).
@@ -428,12 +455,16 @@ impl Daemon {
     }
 
     /// Fills in the text of attached files from what the user sees.
-    fn embed_resources(&self, content: Vec<UserContent>) -> Vec<UserContent> {
+    fn embed_resources(
+        &self,
+        content: Vec<UserContent>,
+        buffers: &BufferCache,
+    ) -> Vec<UserContent> {
         content
             .into_iter()
             .map(|block| match block {
                 UserContent::Resource { uri, text: None } => {
-                    let text = file_uri_to_path(&uri).and_then(|p| self.buffers.read_text(&p).ok());
+                    let text = file_uri_to_path(&uri).and_then(|p| buffers.read_text(&p).ok());
                     UserContent::Resource { uri, text }
                 }
                 other => other,

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use super::output_budget::OutputBudget;
 use crate::vocab::event::Event;
 
 /// Version of the on-disk log format written by this daemon.
@@ -77,6 +78,13 @@ pub trait EventSink: Send + Sync {
     /// client: shown the same way, but nothing is running.
     fn on_replay(&self, session_id: &str, event: &LoggedEvent) {
         self.on_event(session_id, event);
+    }
+
+    /// The budget of output this sink's client has not read yet, if it
+    /// keeps one: a turn waits for room in it before reading more of the
+    /// model stream.
+    fn output_budget(&self) -> Option<&OutputBudget> {
+        None
     }
 }
 
@@ -296,6 +304,11 @@ impl SessionLog {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The output budget of the client this log's events go to, if any.
+    pub fn output_budget(&self) -> Option<&OutputBudget> {
+        self.sink.output_budget()
     }
 
     /// Appends an event, makes it durable if it is a boundary, then tells

@@ -8,6 +8,7 @@ pub mod guards;
 pub mod history;
 pub mod ledger;
 pub mod log;
+pub mod output_budget;
 pub mod projection;
 pub mod session;
 pub mod spend;

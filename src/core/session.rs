@@ -18,6 +18,7 @@ use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
 use super::log::SessionLog;
+use crate::buffers::BufferCache;
 use crate::config::Config;
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::event::{Event, InputQueue, StopReason, TurnId, Usage, UserContent};
@@ -49,6 +50,10 @@ pub struct PendingInput {
     /// A title for the turn this prompt opens (a task's title), shown as
     /// its progress title.
     pub title: Option<String>,
+    /// The documents the turn this input opens reads: the cache of the
+    /// editor window that sent it (a serve's connection). `None`: the
+    /// session's own cache.
+    pub buffers: Option<Arc<BufferCache>>,
 }
 
 /// What the session task should do next.
@@ -147,8 +152,18 @@ impl Session {
         &self,
         content: Vec<UserContent>,
     ) -> (String, oneshot::Receiver<TurnReceipt>) {
+        self.enqueue_prompt_reading(content, None)
+    }
+
+    /// Queues a prompt whose turn reads `buffers` (the sending window's
+    /// documents) instead of the session's cache.
+    pub fn enqueue_prompt_reading(
+        &self,
+        content: Vec<UserContent>,
+        buffers: Option<Arc<BufferCache>>,
+    ) -> (String, oneshot::Receiver<TurnReceipt>) {
         let (tx, rx) = oneshot::channel();
-        let message_id = self.enqueue(InputQueue::NextTurn, content, Some(tx), true, None);
+        let message_id = self.enqueue(InputQueue::NextTurn, content, Some(tx), true, None, buffers);
         (message_id, rx)
     }
 
@@ -172,6 +187,7 @@ impl Session {
             Some(tx),
             true,
             Some((started_tx, title)),
+            None,
         );
         (message_id, rx, started_rx)
     }
@@ -190,7 +206,17 @@ impl Session {
     /// next step boundary; on an idle session, `wake` opens a turn for it
     /// and `!wake` leaves it for the next turn to carry. Returns its id.
     pub fn enqueue_steer(&self, content: Vec<UserContent>, wake: bool) -> String {
-        self.enqueue(InputQueue::NextStep, content, None, wake, None)
+        self.enqueue_steer_reading(content, wake, None)
+    }
+
+    /// Queues next-step input; a turn it opens reads `buffers`.
+    pub fn enqueue_steer_reading(
+        &self,
+        content: Vec<UserContent>,
+        wake: bool,
+        buffers: Option<Arc<BufferCache>>,
+    ) -> String {
+        self.enqueue(InputQueue::NextStep, content, None, wake, None, buffers)
     }
 
     fn enqueue(
@@ -200,6 +226,7 @@ impl Session {
         receipt: Option<oneshot::Sender<TurnReceipt>>,
         wake: bool,
         titled: Option<(oneshot::Sender<TurnId>, String)>,
+        buffers: Option<Arc<BufferCache>>,
     ) -> String {
         let (started, title) = match titled {
             Some((started, title)) => (Some(started), Some(title)),
@@ -222,6 +249,7 @@ impl Session {
                 wake,
                 started,
                 title,
+                buffers,
             };
             match queue {
                 InputQueue::NextTurn => inbox.next_turn.push_back(input),

@@ -6,7 +6,8 @@
 //! larger chunks with exactly the same text, in order.
 //!
 //! Chunks merge only behind a backlog of [`MERGE_BACKLOG`] frames, so an
-//! editor that keeps up sees every chunk as it was streamed.
+//! editor that keeps up sees every chunk as it was streamed — or at once
+//! when the writer knows the editor is slow (`eager`).
 //!
 //! Invariant: only adjacent chunks merge. Anything else between two chunks
 //! (a reset, a tool call, a plan, a request, a response) keeps them apart,
@@ -28,6 +29,9 @@ pub(crate) enum Pending<T> {
     Chunk {
         session: String,
         event: Box<LoggedEvent>,
+        /// Bytes charged to the output budget for it (and for the chunks
+        /// merged into it).
+        charge: usize,
     },
     /// Anything else, as queued.
     Other(T),
@@ -38,6 +42,9 @@ pub(crate) struct PendingFrames<T> {
     frames: VecDeque<Pending<T>>,
     /// Chunks merged into an earlier one since the start.
     pub(crate) merged: u64,
+    /// Merge adjacent chunks without waiting for a backlog: the editor is
+    /// known to be slow.
+    pub(crate) eager: bool,
 }
 
 impl<T> Default for PendingFrames<T> {
@@ -45,32 +52,45 @@ impl<T> Default for PendingFrames<T> {
         PendingFrames {
             frames: VecDeque::new(),
             merged: 0,
+            eager: false,
         }
     }
 }
 
 impl<T> PendingFrames<T> {
-    pub(crate) fn push(&mut self, frame: Pending<T>) {
+    /// Queues a frame, merging a chunk into the chunk before it when it
+    /// may; returns the bytes of charge that merging freed (the merged
+    /// chunk's own event and envelope: only its text is kept).
+    pub(crate) fn push(&mut self, frame: Pending<T>) -> usize {
         // An editor that keeps up never has a backlog, and sees every chunk
         // as the model sent it; only a backlog merges.
-        if self.frames.len() < MERGE_BACKLOG {
+        if self.frames.len() < MERGE_BACKLOG && !self.eager {
             self.frames.push_back(frame);
-            return;
+            return 0;
         }
         if let (
             Some(Pending::Chunk {
                 session: last_session,
                 event: last,
+                charge: last_charge,
             }),
-            Pending::Chunk { session, event },
+            Pending::Chunk {
+                session,
+                event,
+                charge,
+            },
         ) = (self.frames.back_mut(), &frame)
         {
-            if last_session == session && append_chunk(&mut last.event, &event.event) {
-                self.merged += 1;
-                return;
+            if last_session == session {
+                if let Some(appended) = append_chunk(&mut last.event, &event.event) {
+                    *last_charge += appended;
+                    self.merged += 1;
+                    return charge.saturating_sub(appended);
+                }
             }
         }
         self.frames.push_back(frame);
+        0
     }
 
     pub(crate) fn pop(&mut self) -> Option<Pending<T>> {
@@ -83,8 +103,8 @@ impl<T> PendingFrames<T> {
 }
 
 /// Appends `next`'s text to `into` when both are chunks of one message
-/// and kind; says whether it did.
-fn append_chunk(into: &mut Event, next: &Event) -> bool {
+/// and kind; returns how many bytes it appended, if it did.
+fn append_chunk(into: &mut Event, next: &Event) -> Option<usize> {
     match (into, next) {
         (
             Event::AssistantChunk {
@@ -115,9 +135,9 @@ fn append_chunk(into: &mut Event, next: &Event) -> bool {
             },
         ) if turn_id == t && step == s && attempt == a => {
             text.push_str(more);
-            true
+            Some(more.len())
         }
-        _ => false,
+        _ => None,
     }
 }
 
@@ -136,6 +156,7 @@ mod tests {
     fn chunk(seq: u64, attempt: u32, text: &str) -> Pending<&'static str> {
         Pending::Chunk {
             session: "s".into(),
+            charge: 10,
             event: Box::new(LoggedEvent {
                 seq,
                 ts: String::new(),
@@ -181,6 +202,23 @@ mod tests {
             texts(pending)[MERGE_BACKLOG..],
             ["1:Hello", "reset", "2:Hello!", "3:other attempt"]
         );
+    }
+
+    #[test]
+    fn an_eager_queue_merges_without_a_backlog_and_keeps_the_charges() {
+        let mut pending = PendingFrames {
+            eager: true,
+            ..PendingFrames::default()
+        };
+        assert_eq!(pending.push(chunk(1, 1, "Hel")), 0);
+        assert_eq!(pending.push(chunk(2, 1, "lo")), 8, "all but the text");
+        pending.push(Pending::Other("tool_call"));
+        pending.push(chunk(3, 1, "!"));
+        let Some(Pending::Chunk { charge, .. }) = pending.pop() else {
+            panic!("a chunk first")
+        };
+        assert_eq!(charge, 12, "the first chunk's charge and the text merged");
+        assert_eq!(texts(pending), ["tool_call", "1:!"]);
     }
 
     #[test]

@@ -3,8 +3,11 @@
 //! events, everything it asks for is a call on the core's `Daemon`.
 
 pub mod acp;
+mod client_pipe;
 mod coalesce;
 pub mod exec;
 pub mod lsp;
+mod sandbox_info;
 pub mod serve;
+mod stdout;
 pub mod updates;

@@ -2,8 +2,12 @@
 //! user's shell in the workspace, streaming its output to the editor.
 //!
 //! Approval (review mode asks first) happens in the driver before `run`;
-//! this tool only confines the working directory and runs: in the client's
+//! this tool confines the working directory and runs the command: in the
+//! sandbox (`[sandbox]`) with the local runner, or, when it runs unconfined
+//! (sandbox off, or an unsandboxed run the user allowed), in the client's
 //! terminal when it has one (ACP `terminal/*`), else with the local runner.
+//! A client's terminal cannot be confined, so a sandboxed command never
+//! runs there.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,6 +16,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::exec::sandbox::{denial, Confinement};
 use super::exec::{
     run_command, CommandEnd, CommandSpec, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT,
 };
@@ -37,6 +42,13 @@ struct Args {
     workdir: Option<String>,
     #[serde(default)]
     timeout_ms: Option<u64>,
+    /// Asks the user to run this command outside the sandbox (the driver's
+    /// approval gate asks; Codex's name and shape).
+    #[serde(default)]
+    with_escalated_permissions: Option<bool>,
+    /// Why, shown to the user with the request (by the approval gate).
+    #[serde(default, rename = "justification")]
+    _justification: Option<String>,
 }
 
 #[async_trait::async_trait]
@@ -57,7 +69,9 @@ impl Tool for ExecCommand {
             "properties": {
                 "cmd": {"type": "string", "description": "The command line, run with the user's shell (`$SHELL -c`)."},
                 "workdir": {"type": "string", "description": "Directory to run in, relative to the workspace root (default: the root)."},
-                "timeout_ms": {"type": "integer", "minimum": 1, "description": "Kill the command after this many milliseconds (default 10000, at most 600000)."}
+                "timeout_ms": {"type": "integer", "minimum": 1, "description": "Kill the command after this many milliseconds (default 10000, at most 600000)."},
+                "with_escalated_permissions": {"type": "boolean", "description": "Run outside the sandbox (which allows writes only inside the workspace and the temp dir, and no network). Only after a command failed because of the sandbox; the user is asked first."},
+                "justification": {"type": "string", "description": "With with_escalated_permissions: one sentence telling the user why the command needs to run outside the sandbox."}
             },
             "required": ["cmd"],
             "additionalProperties": false
@@ -101,12 +115,30 @@ impl Tool for ExecCommand {
             .map(Duration::from_millis)
             .unwrap_or(DEFAULT_TIMEOUT)
             .min(MAX_TIMEOUT);
-        if ctx.bridge.facilities().terminal {
+        let confinement = if ctx.unsandboxed {
+            Confinement::Off
+        } else {
+            Confinement::plan(&ctx.sandbox, &ctx.workspace.roots())
+        };
+        let policy = match confinement {
+            Confinement::Sandboxed(policy) => Some(policy),
+            Confinement::Off => None,
+            // The driver asks the user (and sets `unsandboxed`) before an
+            // unconfined run where the sandbox is missing; a caller that
+            // did not must not get one silently.
+            Confinement::Unavailable(why) => {
+                return Err(ToolError::new(format!(
+                    "the command was not run: the sandbox is unavailable ({why}) and the user has not allowed an unsandboxed run"
+                )));
+            }
+        };
+        if policy.is_none() && ctx.bridge.facilities().terminal {
             return in_client_terminal(args.cmd, workdir, timeout, ctx).await;
         }
-        let mut spec = CommandSpec::new(args.cmd, workdir);
+        let mut spec = CommandSpec::new(args.cmd, workdir.clone());
         spec.env_allow = ctx.env_allow.clone();
         spec.timeout = timeout;
+        spec.sandbox = policy.clone();
         // The runner gets a task of its own. The driver drops this future
         // as soon as the turn is cancelled; dropped mid-run, the runner
         // would leave the killed shell to tokio's best-effort orphan
@@ -134,12 +166,41 @@ impl Tool for ExecCommand {
             .await
             .map_err(|e| ToolError::new(format!("the command runner failed: {e}")))?
             .map_err(|e| ToolError::new(e.to_string()))?;
+        let mut text = outcome.to_model_text();
+        if let Some(policy) = &policy {
+            let mut notes = Vec::new();
+            // Asked to leave the sandbox, the user chose a plain allow.
+            if args.with_escalated_permissions == Some(true) {
+                notes.push("the user allowed this command only inside the sandbox".to_string());
+            }
+            notes.extend(denial::explain(&outcome.output, policy, &workdir));
+            text = with_notes(text, &notes);
+        }
         match outcome.end {
             // The driver reports a cancelled call as aborted; say the same.
-            CommandEnd::Cancelled => Err(ToolError::new(outcome.to_model_text())),
-            _ => Ok(outcome.to_model_text()),
+            CommandEnd::Cancelled => Err(ToolError::new(text)),
+            _ => Ok(text),
         }
     }
+}
+
+/// `text` (a status line, then the output) with the sandbox's notes, each
+/// on a line of its own, between the status and the output: read first.
+fn with_notes(text: String, notes: &[String]) -> String {
+    if notes.is_empty() {
+        return text;
+    }
+    let (status, output) = text.split_once('\n').unwrap_or((&text, ""));
+    let mut noted = status.to_string();
+    for note in notes {
+        noted.push_str("\n[sandbox] ");
+        noted.push_str(note);
+    }
+    if !output.is_empty() {
+        noted.push('\n');
+        noted.push_str(output);
+    }
+    noted
 }
 
 /// Stops a call's runner when the call is given up on: closes its output

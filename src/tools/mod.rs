@@ -66,6 +66,11 @@ pub struct ToolContext {
     /// Secret-looking environment variables commands may still see
     /// (`[tools] exec_env_allow`).
     pub env_allow: Vec<String>,
+    /// `[sandbox]`: how commands are confined.
+    pub sandbox: crate::config::sandbox::SandboxConfig,
+    /// The approval of this call lets it run unconfined: the user chose
+    /// `allow_once_unsandboxed`, or allowed it where no sandbox exists.
+    pub unsandboxed: bool,
 }
 
 impl ToolContext {
@@ -85,6 +90,8 @@ impl ToolContext {
             bridge: Arc::new(NoClient),
             emit: Arc::new(|_| {}),
             env_allow: Vec::new(),
+            sandbox: Default::default(),
+            unsandboxed: false,
         }
     }
 }

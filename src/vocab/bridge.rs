@@ -77,6 +77,8 @@ pub struct TerminalRun {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PermissionChoice {
     AllowOnce,
+    /// Run this one command outside the exec sandbox.
+    AllowOnceUnsandboxed,
     AllowAlways,
     RejectOnce,
     RejectAlways,
@@ -86,6 +88,7 @@ impl PermissionChoice {
     pub fn option_id(&self) -> &'static str {
         match self {
             PermissionChoice::AllowOnce => "allow_once",
+            PermissionChoice::AllowOnceUnsandboxed => "allow_once_unsandboxed",
             PermissionChoice::AllowAlways => "allow_always",
             PermissionChoice::RejectOnce => "reject_once",
             PermissionChoice::RejectAlways => "reject_always",
@@ -95,6 +98,7 @@ impl PermissionChoice {
     pub fn from_option_id(id: &str) -> Option<Self> {
         Some(match id {
             "allow_once" => PermissionChoice::AllowOnce,
+            "allow_once_unsandboxed" => PermissionChoice::AllowOnceUnsandboxed,
             "allow_always" => PermissionChoice::AllowAlways,
             "reject_once" => PermissionChoice::RejectOnce,
             "reject_always" => PermissionChoice::RejectAlways,
@@ -105,7 +109,9 @@ impl PermissionChoice {
     pub fn allows(&self) -> bool {
         matches!(
             self,
-            PermissionChoice::AllowOnce | PermissionChoice::AllowAlways
+            PermissionChoice::AllowOnce
+                | PermissionChoice::AllowOnceUnsandboxed
+                | PermissionChoice::AllowAlways
         )
     }
 }
@@ -137,6 +143,9 @@ pub struct PermissionRequest {
     pub raw_input: Value,
     /// What `allow_always` would remember (e.g. the command prefix).
     pub always_scope: Option<String>,
+    /// Offer `allow_once_unsandboxed`: the call would run in the exec
+    /// sandbox, and the user may let it out once.
+    pub offer_unsandboxed: bool,
 }
 
 /// How a request to the editor ended.

@@ -315,6 +315,11 @@ pub enum Event {
         decision: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         scope: Option<String>,
+        /// The call runs outside the exec sandbox: the user chose
+        /// `allow_once_unsandboxed`, or allowed it where there is no
+        /// sandbox. Absent (false) in logs written before the sandbox.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unsandboxed: bool,
     },
     /// The agent's plan (`update_plan`).
     Plan {
@@ -475,5 +480,30 @@ impl Event {
                 | Event::Compacted { .. }
                 | Event::TurnEnd { .. }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_approval_logged_before_the_sandbox_loads_as_sandboxed_and_unsandboxed_round_trips() {
+        let old =
+            r#"{"type":"approval_decided","turn_id":"t1","call_id":"c1","decision":"allow_once"}"#;
+        let Event::ApprovalDecided { unsandboxed, .. } = serde_json::from_str(old).unwrap() else {
+            panic!("not an approval");
+        };
+        assert!(!unsandboxed);
+        let new = Event::ApprovalDecided {
+            turn_id: "t1".to_string(),
+            call_id: "c1".to_string(),
+            decision: "allow_once_unsandboxed".to_string(),
+            scope: None,
+            unsandboxed: true,
+        };
+        let line = serde_json::to_string(&new).unwrap();
+        assert!(line.contains(r#""unsandboxed":true"#), "{line}");
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), new);
     }
 }

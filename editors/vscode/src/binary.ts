@@ -49,3 +49,16 @@ export function protocolVersionOf(capabilities: unknown): number | undefined {
     ?.experimental?.tandem?.protocolVersion;
   return typeof v === 'number' ? v : undefined;
 }
+
+/**
+ * The warning to show once when the daemon has no exec sandbox
+ * (`capabilities.experimental.tandem.sandbox.available === false`), or
+ * undefined when it has one (or is too old to say).
+ */
+export function sandboxWarningOf(capabilities: unknown): string | undefined {
+  const sandbox = (capabilities as { experimental?: { tandem?: { sandbox?: { available?: unknown; reason?: unknown } } } } | undefined)
+    ?.experimental?.tandem?.sandbox;
+  if (sandbox?.available !== false) return undefined;
+  const reason = typeof sandbox.reason === 'string' ? sandbox.reason : 'exec sandbox unavailable';
+  return `tandem: ${reason}`;
+}

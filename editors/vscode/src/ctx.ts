@@ -9,7 +9,7 @@ import * as path from 'path';
 import * as vscode from 'vscode';
 import { CancellationToken, type LanguageClient } from 'vscode-languageclient/node';
 import { createClient } from './client';
-import { MIN_PROTOCOL_VERSION, protocolVersionOf, resolveBinary } from './binary';
+import { MIN_PROTOCOL_VERSION, protocolVersionOf, resolveBinary, sandboxWarningOf } from './binary';
 import { daemonEnv, initializationOptions, SECRET_API_KEY, userSet } from './config';
 import * as ext from './lsp_ext';
 import type { Review } from './review';
@@ -157,6 +157,12 @@ export class Ctx implements vscode.Disposable {
         `${resolution.path} is too old for this extension (protocol ${version ?? 'unknown'}, needs ${MIN_PROTOCOL_VERSION}). Update tandem or set \`tandem.path\`.`,
       );
       return undefined;
+    }
+    // Commands will ask every time, even in auto mode: say why, once per start.
+    const sandboxWarning = sandboxWarningOf(client.initializeResult?.capabilities);
+    if (sandboxWarning) {
+      this.output.appendLine(sandboxWarning);
+      void vscode.window.showWarningMessage(sandboxWarning);
     }
     this.client = client;
     this.setStatus('running');

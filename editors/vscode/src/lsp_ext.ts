@@ -116,8 +116,10 @@ export type SessionUpdate =
 export interface UpdateParams { sessionId: string; turnId?: string; update: SessionUpdate }
 export const update = new NotificationType<UpdateParams>('tandem/update');
 
-export type PermissionOptionId = 'allow_once' | 'allow_always' | 'reject_once' | 'reject_always';
-export interface PermissionOption { optionId: PermissionOptionId; name: string; kind: PermissionOptionId }
+/** `allow_once_unsandboxed` runs one command outside the exec sandbox; its kind is `allow_once`. */
+export type PermissionOptionId = 'allow_once' | 'allow_once_unsandboxed' | 'allow_always' | 'reject_once' | 'reject_always';
+export type PermissionOptionKind = 'allow_once' | 'allow_always' | 'reject_once' | 'reject_always';
+export interface PermissionOption { optionId: PermissionOptionId; name: string; kind: PermissionOptionKind }
 export interface RequestPermissionParams {
   sessionId: string;
   toolCall: { toolCallId: string; title: string; kind: string; status: string; rawInput?: unknown };

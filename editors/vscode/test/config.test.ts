@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { daemonEnv, initializationOptions, type Inspected } from '../src/config';
-import { protocolVersionOf, resolveBinary } from '../src/binary';
+import { protocolVersionOf, resolveBinary, sandboxWarningOf } from '../src/binary';
 import { isRunTaskArgs, taskChoices } from '../src/task_choices';
 
 function settings(values: Record<string, Inspected<unknown>>) {
@@ -48,6 +48,13 @@ test('binary: the setting wins, then PATH, then target/release of the tandem rep
 test('protocol version is read from the initialize result', () => {
   assert.equal(protocolVersionOf({ experimental: { tandem: { protocolVersion: 1 } } }), 1);
   assert.equal(protocolVersionOf({}), undefined);
+});
+
+test('a daemon without the exec sandbox is reported once, with its reason; one with it or too old to say is not', () => {
+  const reason = 'exec sandbox unavailable: no Landlock; every command asks permission, even in auto mode';
+  assert.equal(sandboxWarningOf({ experimental: { tandem: { sandbox: { available: false, reason } } } }), `tandem: ${reason}`);
+  assert.equal(sandboxWarningOf({ experimental: { tandem: { sandbox: { available: true, landlockAbi: 7 } } } }), undefined);
+  assert.equal(sandboxWarningOf({ experimental: { tandem: {} } }), undefined);
 });
 
 test('task choices: built-ins, overrides, disabled and configured tasks', () => {

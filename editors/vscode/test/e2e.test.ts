@@ -167,10 +167,12 @@ test('answer a permission in the chat: the command runs and its output streams i
     await wb.send(chat, 'run echo');
     const ask = chat.locator('.item.permission').last();
     await ask.locator('.text', { hasText: 'Run `echo permitted-output`' }).waitFor({ timeout: 30_000 });
-    await ask.locator('button', { hasText: 'Allow once' }).click();
+    // Beside it, the option that lifts the sandbox, set apart from the habitual allow.
+    await ask.locator('button.unsandboxed', { hasText: 'Allow once without the sandbox' }).waitFor();
+    await ask.locator('button', { hasText: /^Allow once$/ }).click();
     await chat.locator('.item.agent', { hasText: 'Ran it.' }).waitFor({ timeout: 30_000 });
     await chat.locator('.item.tool[data-tool-call-id="call_perm"] .output', { hasText: 'permitted-output' }).waitFor();
-    await ask.locator('.answered', { hasText: 'Allow once' }).waitFor();
+    await ask.locator('.answered', { hasText: /Answered: Allow once$/ }).waitFor();
     assert.match(await lastToolMessage(base + 1), /exit code 0\s+permitted-output/);
   });
 });

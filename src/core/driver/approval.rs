@@ -1,13 +1,17 @@
 //! The approval gate of a call: read-only and auto modes decide alone; in
 //! review mode a command runs only if a remembered rule or the user allows
-//! it. What `allow_always` remembers is a command's scope, never a scope
-//! that would cover chained commands or code run by a wrapper.
+//! it, and so does every command in auto mode that would leave the exec
+//! sandbox (none on this machine, or the model asks to). What
+//! `allow_always` remembers is a command's scope, never a scope that would
+//! cover chained commands or code run by a wrapper, and never a way out of
+//! the sandbox.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::core::session::Session;
+use crate::tools::exec::sandbox::Confinement;
 use crate::tools::{ApprovalClass, Tool, ToolContext, ToolEvent};
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::{BridgeOutcome, PermissionChoice, PermissionRequest};
@@ -121,49 +125,90 @@ fn scope_covers(scope: &str, cmd: &str) -> bool {
     own == scope || own.starts_with(&format!("{scope} "))
 }
 
-/// The approval gate of one call: `Ok` to run it, or the result to record
+/// How an approved call runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Approved {
+    /// As configured: in the sandbox, or unconfined with `[sandbox] mode = "off"`.
+    AsConfigured,
+    /// Outside the sandbox: the user chose `allow_once_unsandboxed`, or
+    /// allowed the call where there is no sandbox.
+    Unsandboxed,
+}
+
+/// The approval gate of one call: how to run it, or the result to record
 /// instead.
+///
+/// Commands ask the user in review mode, and also in auto mode when they
+/// would run unconfined against the configuration (no sandbox on this
+/// machine) or when the model asks to leave the sandbox
+/// (`with_escalated_permissions`).
 pub(super) async fn approve(
     tool: &Arc<dyn Tool>,
     args: &Value,
     ctx: &ToolContext,
     session: &Arc<Session>,
     turn_id: &TurnId,
-) -> Result<(), (ToolStatus, String)> {
+) -> Result<Approved, (ToolStatus, String)> {
     if tool.approval() != ApprovalClass::Execute {
-        return Ok(());
+        return Ok(Approved::AsConfigured);
     }
-    let decide = |decision: &str, scope: Option<String>| {
+    let decide = |decision: &str, scope: Option<String>, unsandboxed: bool| {
         session.log.append(Event::ApprovalDecided {
             turn_id: turn_id.clone(),
             call_id: ctx.call_id.clone(),
             decision: decision.to_string(),
             scope,
+            unsandboxed,
         });
     };
     let cmd = args.get("cmd").and_then(Value::as_str).unwrap_or_default();
+    let confinement = Confinement::plan(&ctx.sandbox, &ctx.workspace.roots());
+    // No sandbox although one is configured: every run is unconfined, so
+    // every run is the user's call.
+    let no_sandbox = match &confinement {
+        Confinement::Unavailable(why) => Some(why.clone()),
+        _ => None,
+    };
+    let escalation = confinement.is_sandboxed()
+        && args
+            .get("with_escalated_permissions")
+            .and_then(Value::as_bool)
+            == Some(true);
+    let allowed = if no_sandbox.is_some() {
+        Approved::Unsandboxed
+    } else {
+        Approved::AsConfigured
+    };
     match ctx.mode {
-        ApprovalMode::Auto => return Ok(()),
+        ApprovalMode::Auto if no_sandbox.is_none() && !escalation => {
+            return Ok(Approved::AsConfigured)
+        }
         ApprovalMode::ReadOnly => {
-            decide("rejected_by_mode", None);
+            decide("rejected_by_mode", None, false);
             return Err((
                 ToolStatus::Rejected,
                 "the session is in read-only mode: commands are not run".to_string(),
             ));
         }
-        ApprovalMode::Review => {}
+        ApprovalMode::Auto | ApprovalMode::Review => {}
     }
     let approvals = session.approvals();
     if approvals.always_reject.iter().any(|s| scope_covers(s, cmd)) {
-        decide("rejected_by_rule", command_scope(cmd));
+        decide("rejected_by_rule", command_scope(cmd), false);
         return Err((
             ToolStatus::Rejected,
             format!("the user chose to always reject `{cmd}`-like commands in this session"),
         ));
     }
-    if approvals.always_allow.iter().any(|s| scope_covers(s, cmd)) {
-        decide("allowed_by_rule", command_scope(cmd));
-        return Ok(());
+    // A remembered allow covers runs like the one the user allowed, never
+    // a way out of the sandbox.
+    if !escalation && approvals.always_allow.iter().any(|s| scope_covers(s, cmd)) {
+        decide(
+            "allowed_by_rule",
+            command_scope(cmd),
+            allowed == Approved::Unsandboxed,
+        );
+        return Ok(allowed);
     }
     // A client that cannot answer is not asked (the bridge says so), and
     // then nothing waits for the user: the editor must not show "waiting
@@ -171,14 +216,29 @@ pub(super) async fn approve(
     if ctx.bridge.abilities().request_permission {
         (ctx.emit)(ToolEvent::Waiting("permission"));
     }
-    let scope = command_scope(cmd);
+    // Leaving the sandbox is asked for once at a time: nothing to remember.
+    let scope = if escalation { None } else { command_scope(cmd) };
+    let title = tool.title(args);
+    let title = if escalation {
+        match args.get("justification").and_then(Value::as_str) {
+            Some(why) if !why.trim().is_empty() => {
+                format!("{title} outside the sandbox: {}", why.trim())
+            }
+            _ => format!("{title} outside the sandbox"),
+        }
+    } else if no_sandbox.is_some() {
+        format!("{title} (no sandbox on this machine)")
+    } else {
+        title
+    };
     let request = PermissionRequest {
         session_id: session.id.clone(),
         tool_call_id: ctx.call_id.clone(),
-        title: tool.title(args),
+        title,
         kind: tool.kind().to_string(),
         raw_input: args.clone(),
         always_scope: scope.clone(),
+        offer_unsandboxed: confinement.is_sandboxed(),
     };
     match ctx.bridge.request_permission(request, &ctx.cancel).await {
         BridgeOutcome::Answered(answer) => {
@@ -187,12 +247,20 @@ pub(super) async fn approve(
                 PermissionChoice::AllowAlways | PermissionChoice::RejectAlways => scope.clone(),
                 _ => None,
             };
-            decide(choice.option_id(), remembered.clone());
+            let approved = match choice {
+                PermissionChoice::AllowOnceUnsandboxed => Approved::Unsandboxed,
+                _ => allowed,
+            };
+            decide(
+                choice.option_id(),
+                remembered.clone(),
+                choice.allows() && approved == Approved::Unsandboxed,
+            );
             if let Some(scope) = &remembered {
                 session.remember(scope, choice.allows());
             }
             if choice.allows() {
-                Ok(())
+                Ok(approved)
             } else {
                 let because = answer
                     .reason
@@ -205,7 +273,7 @@ pub(super) async fn approve(
             }
         }
         BridgeOutcome::Cancelled if ctx.cancel.is_cancelled() => {
-            decide("cancelled", None);
+            decide("cancelled", None, false);
             Err((
                 ToolStatus::NotRun,
                 "ABORTED_BEFORE_DISPATCH: the turn was cancelled while waiting for permission"
@@ -213,17 +281,24 @@ pub(super) async fn approve(
             ))
         }
         BridgeOutcome::Cancelled => {
-            decide("dismissed", None);
+            decide("dismissed", None, false);
             Err((
                 ToolStatus::Rejected,
                 format!("the user dismissed the permission request for `{cmd}`"),
             ))
         }
         BridgeOutcome::Unavailable(why) => {
-            decide("unavailable", None);
+            decide("unavailable", None, false);
+            let needs = match (&no_sandbox, escalation) {
+                (Some(missing), _) => format!(
+                    "the exec sandbox is unavailable here ({missing}), so every command needs the user's approval"
+                ),
+                (None, true) => "running outside the sandbox needs the user's approval".to_string(),
+                (None, false) => "in review mode commands need the user's approval".to_string(),
+            };
             Err((
                 ToolStatus::Rejected,
-                format!("permission to run `{cmd}` could not be asked ({why}); in review mode commands need the user's approval"),
+                format!("permission to run `{cmd}` could not be asked ({why}); {needs}"),
             ))
         }
     }

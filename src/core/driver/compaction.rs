@@ -83,7 +83,7 @@ impl Turn<'_> {
     /// The summary with the file ledger appended verbatim: the model's
     /// summary may lose paths, the ledger does not.
     fn with_ledger(&self, summary: &str) -> String {
-        let buffers = &self.env.buffers;
+        let buffers = &self.buffers;
         let workspace = &self.env.workspace;
         let facts = |path: &str| {
             let path = workspace.resolve(path).ok()?;
@@ -155,6 +155,8 @@ impl Turn<'_> {
             self.limits,
             input_tokens,
             &self.cancel,
+            // A summary shows nothing to the client: nothing to wait for.
+            None,
             |_| {},
         )
         .await

@@ -81,6 +81,13 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
         // Inputs injected without waking ride along, ahead of the prompt
         // that was sent after them.
         let mut inputs = session.claim_next_step();
+        // The documents the turn reads: those of the window whose input
+        // opened it (the prompt, entered last; or the last waking steer).
+        let buffers = match &work {
+            Work::Prompt(prompt) => prompt.buffers.clone(),
+            Work::Wake => inputs.iter().rev().find_map(|i| i.buffers.clone()),
+        }
+        .unwrap_or_else(|| env.buffers.clone());
         let receipt = match work {
             Work::Prompt(mut prompt) => {
                 // A new prompt from the user ends the previous burst.
@@ -99,6 +106,7 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
             projection: &mut projection,
             turn_id: turn_id.clone(),
             cancel,
+            buffers,
             usage: Usage::default(),
             session_usage: &mut session_usage,
             loops: &mut loops,

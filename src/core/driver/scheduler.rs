@@ -12,7 +12,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::approval::approve;
+use super::approval::{approve, Approved};
 use super::turn::Turn;
 use crate::core::log::SessionLog;
 use crate::core::session::Session;
@@ -65,11 +65,12 @@ impl Turn<'_> {
         self.session.log.sync();
         let mut ctx = ToolContext::new(
             self.env.workspace.clone(),
-            self.env.buffers.clone(),
+            self.buffers.clone(),
             self.cancel.clone(),
         );
         ctx.session_id = self.session.id.clone();
         ctx.env_allow = self.session.config.tools.exec_env_allow.clone();
+        ctx.sandbox = self.session.config.sandbox.clone();
         ctx.mode = self.session.mode();
         ctx.bridge = self.env.bridge.clone();
         let available = self.available_tools();
@@ -218,7 +219,7 @@ fn call_context(
 /// Runs one call to its result; never fails.
 async fn execute_call(
     call: &PreparedCall,
-    ctx: ToolContext,
+    mut ctx: ToolContext,
     session: Arc<Session>,
     turn_id: TurnId,
     available: &str,
@@ -250,8 +251,10 @@ async fn execute_call(
             )
         }
     };
-    if let Err(refused) = approve(tool, &args, &ctx, &session, &turn_id).await {
-        return refused;
+    match approve(tool, &args, &ctx, &session, &turn_id).await {
+        Ok(Approved::AsConfigured) => {}
+        Ok(Approved::Unsandboxed) => ctx.unsandboxed = true,
+        Err(refused) => return refused,
     }
     session.log.append(Event::ToolStarted {
         turn_id,

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::turn::Turn;
 use crate::config::LimitsConfig;
+use crate::core::output_budget::OutputBudget;
 use crate::provider::{Completion, ErrorKind, ModelRequest, Provider, ProviderError, StreamEvent};
 use crate::vocab::event::Event;
 
@@ -83,6 +84,7 @@ impl Turn<'_> {
             self.limits,
             input_tokens,
             &self.cancel,
+            self.session.log.output_budget(),
             on_delta,
         )
         .await
@@ -94,16 +96,22 @@ impl Turn<'_> {
 /// `input_tokens`, then at most `chunk_timeout` between chunks. `on_delta`
 /// sees each text and reasoning delta as it is decoded. A stall, a drop or a
 /// stream that ends without completing is a failure, never a short answer.
+///
+/// With an `output` budget, the stream is not read while the client has
+/// more than the budget's cap waiting: the model server's writes back up
+/// instead of the daemon's memory, and the time paused does not count as
+/// a stall.
 pub(super) async fn stream_completion(
     provider: &dyn Provider,
     request: ModelRequest<'_>,
     limits: &LimitsConfig,
     input_tokens: u64,
     cancel: &CancellationToken,
+    output: Option<&OutputBudget>,
     mut on_delta: impl FnMut(StreamEvent),
 ) -> Result<Completion, AttemptFailure> {
     let first_token = limits.first_token_timeout(input_tokens);
-    let first_deadline = Instant::now() + first_token;
+    let mut first_deadline = Instant::now() + first_token;
     let stalled_first = || AttemptFailure::Provider {
         error: ProviderError::new(
             ErrorKind::StreamStalled,
@@ -123,6 +131,15 @@ pub(super) async fn stream_completion(
     let mut got_first = false;
     let chunk_timeout = limits.chunk_timeout();
     loop {
+        if let Some(output) = output.filter(|output| !output.has_room()) {
+            let paused_at = Instant::now();
+            tokio::select! {
+                _ = output.room() => {}
+                _ = cancel.cancelled() => return Err(AttemptFailure::Cancelled),
+            }
+            // Waiting for the client is not the model being slow.
+            first_deadline += paused_at.elapsed();
+        }
         let deadline = if got_first {
             Instant::now() + chunk_timeout
         } else {

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::admission::{Admission, ClaimedInput};
 use super::loops::LoopDetector;
 use super::SessionEnv;
+use crate::buffers::BufferCache;
 use crate::config::LimitsConfig;
 use crate::core::projection::Projection;
 use crate::core::session::{PendingInput, Session};
@@ -51,6 +52,8 @@ pub(super) struct Turn<'a> {
     pub(super) projection: &'a mut Projection,
     pub(super) turn_id: TurnId,
     pub(super) cancel: CancellationToken,
+    /// The documents this turn's tools read (see [`PendingInput::buffers`]).
+    pub(super) buffers: Arc<BufferCache>,
     pub(super) usage: Usage,
     pub(super) session_usage: &'a mut Usage,
     pub(super) loops: &'a mut LoopDetector,

@@ -426,6 +426,7 @@ impl<'a> Walk<'a> {
                 call_id,
                 decision,
                 scope,
+                unsandboxed,
                 ..
             } => {
                 let name = self.call_name(call_id);
@@ -433,9 +434,10 @@ impl<'a> Walk<'a> {
                     .as_deref()
                     .map(|s| format!(" (scope `{s}`)"))
                     .unwrap_or_default();
+                let unsandboxed = if *unsandboxed { " [unsandboxed]" } else { "" };
                 self.line(
                     2,
-                    format!("tool {name} [{call_id}] decision: {decision}{scope}"),
+                    format!("tool {name} [{call_id}] decision: {decision}{scope}{unsandboxed}"),
                 );
             }
             Event::ToolStarted { call_id, .. } => {

@@ -12,6 +12,8 @@ use serde_json::{json, Map, Value};
 
 use super::modes::config_options;
 use crate::core::log::{EventSink, LoggedEvent};
+use crate::core::output_budget::OutputBudget;
+use crate::frontend::coalesce::is_chunk;
 use crate::frontend::lsp::OutboundQueue;
 use crate::frontend::updates::session_update;
 use crate::protocol::SessionUpdate;
@@ -48,19 +50,38 @@ impl AcpSink {
     }
 
     pub(super) fn send(&self, session_id: &str, update: Value) {
-        self.out.send_json(&json!({
-            "jsonrpc": "2.0",
-            "method": "session/update",
-            "params": {"sessionId": session_id, "update": update},
-        }));
+        self.out.send_json(&update_message(session_id, update));
     }
+}
+
+fn update_message(session_id: &str, update: Value) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": session_id, "update": update},
+    })
+}
+
+/// The `session/update` body of a streamed chunk, made when the stdout
+/// writer writes it (so the chunks queued behind a slow client merge).
+pub(super) fn chunk_notification(session_id: &str, event: &LoggedEvent) -> Option<Vec<u8>> {
+    let update = acp_updates(&event.event).into_iter().next()?;
+    serde_json::to_vec(&update_message(session_id, update)).ok()
 }
 
 impl EventSink for AcpSink {
     fn on_event(&self, session_id: &str, event: &LoggedEvent) {
+        if is_chunk(&event.event) {
+            self.out.send_chunk(session_id, event);
+            return;
+        }
         for update in acp_updates(&event.event) {
             self.send(session_id, update);
         }
+    }
+
+    fn output_budget(&self) -> Option<&OutputBudget> {
+        self.out.output_budget()
     }
 
     fn on_replay(&self, session_id: &str, event: &LoggedEvent) {

@@ -38,7 +38,7 @@ use self::mapping::AcpSink;
 use self::session::Agent;
 use self::wire::{error_response, next_line, Incoming};
 use super::lsp::outgoing::Outgoing;
-use super::lsp::stdout_writer;
+use super::stdout::stdout_writer_with;
 use crate::core::daemon::{Daemon, DaemonOptions};
 use crate::core::log::Durability;
 
@@ -50,7 +50,7 @@ pub async fn serve<R>(stdin: R, home: PathBuf, durability: Durability)
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
-    let out = stdout_writer(wire::line);
+    let out = stdout_writer_with(wire::line, mapping::chunk_notification);
     let client = AcpClient::new(out.clone());
     let sink = Arc::new(AcpSink::new(out.clone()));
     let daemon = Daemon::new(DaemonOptions {

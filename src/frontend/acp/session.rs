@@ -87,6 +87,7 @@ impl Agent {
                 "loadSession": true,
                 "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
                 "sessionCapabilities": {"list": {}, "resume": {}},
+                "_meta": {"tandem": {"sandbox": crate::frontend::sandbox_info::sandbox_capability()}},
             },
             "authMethods": [],
             "agentInfo": {"name": "tandem", "version": env!("CARGO_PKG_VERSION")},

@@ -25,7 +25,6 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
 use tower_lsp::Server;
 
 use self::cancel_request::RequestCancels;
@@ -34,63 +33,9 @@ use self::outgoing::Outgoing;
 use self::progress::Progress;
 use crate::core::daemon::{Daemon, DaemonOptions};
 use crate::core::log::{Durability, EventSink, LoggedEvent};
-use crate::frontend::coalesce::{Pending, PendingFrames};
-use crate::frontend::updates::update_notification;
-
-/// What the writer task is asked to do.
-pub(crate) enum Outbound {
-    /// A JSON-RPC message body to frame and write.
-    Frame(Vec<u8>),
-    /// A streamed chunk of a session, which may merge with the chunks
-    /// after it while the editor is slow to read.
-    Chunk(String, Box<LoggedEvent>),
-    /// Write everything queued so far, then stop.
-    Close(oneshot::Sender<()>),
-}
-
-/// The queue in front of stdout.
-#[derive(Clone)]
-pub struct OutboundQueue(mpsc::UnboundedSender<Outbound>);
-
-impl OutboundQueue {
-    /// A queue and the receiving end its writer reads.
-    pub(crate) fn channel() -> (OutboundQueue, mpsc::UnboundedReceiver<Outbound>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        (OutboundQueue(tx), rx)
-    }
-
-    /// Asks the writer to write what is queued and stop; waits for it.
-    pub(crate) async fn close(&self) {
-        let (done_tx, done_rx) = oneshot::channel();
-        if self.0.send(Outbound::Close(done_tx)).is_ok() {
-            let _ = done_rx.await;
-        }
-    }
-
-    pub fn send_body(&self, body: Vec<u8>) {
-        // The writer only stops at shutdown, when nothing more is owed.
-        let _ = self.0.send(Outbound::Frame(body));
-    }
-
-    /// Queues a session's update; a chunk stays mergeable until written.
-    pub fn send_update(&self, session_id: &str, event: &LoggedEvent) {
-        if crate::frontend::coalesce::is_chunk(&event.event) {
-            let _ = self.0.send(Outbound::Chunk(
-                session_id.to_string(),
-                Box::new(event.clone()),
-            ));
-        } else if let Some(body) = update_notification(session_id, event) {
-            self.send_body(body);
-        }
-    }
-
-    pub fn send_json(&self, value: &serde_json::Value) {
-        match serde_json::to_vec(value) {
-            Ok(body) => self.send_body(body),
-            Err(e) => tracing::error!("cannot serialize outgoing message: {e}"),
-        }
-    }
-}
+use crate::core::output_budget::OutputBudget;
+pub use crate::frontend::stdout::OutboundQueue;
+pub(crate) use crate::frontend::stdout::{stdout_writer, Outbound};
 
 /// Turns session events into `tandem/update` notifications (and
 /// `$/progress` for running turns).
@@ -108,6 +53,10 @@ impl EventSink for LspSink {
     fn on_event(&self, session_id: &str, event: &LoggedEvent) {
         self.progress.on_event(session_id, &event.event);
         self.send_update(session_id, event);
+    }
+
+    fn output_budget(&self) -> Option<&OutputBudget> {
+        self.out.output_budget()
     }
 }
 
@@ -139,80 +88,6 @@ fn normalize_params(message: &mut Value) -> bool {
         changed = true;
     }
     changed
-}
-
-/// How a message body becomes bytes on the wire (LSP: a `Content-Length`
-/// header; ACP: a trailing newline).
-pub(crate) type Framer = fn(&[u8]) -> Vec<u8>;
-
-/// Starts the thread that owns the process's stdout and returns the queue
-/// in front of it. A thread of its own writes each frame the moment it is
-/// queued, with no hand-off to tokio's blocking pool per write (a thread
-/// wake-up per frame), and flushes when nothing else is waiting.
-pub(crate) fn stdout_writer(frame: Framer) -> OutboundQueue {
-    let (out, rx) = OutboundQueue::channel();
-    std::thread::Builder::new()
-        .name("tandem-stdout".to_string())
-        .spawn(move || write_frames(rx, frame))
-        .map_err(|e| tracing::error!("cannot start the stdout writer: {e}"))
-        .ok();
-    out
-}
-
-fn write_frames(mut rx: mpsc::UnboundedReceiver<Outbound>, frame: Framer) {
-    use std::io::Write;
-    let stdout = std::io::stdout();
-    let mut stdout = stdout.lock();
-    // What arrived while stdout was blocked (a slow editor) waits here,
-    // with adjacent chunks of one message merged.
-    let mut pending: PendingFrames<Outbound> = PendingFrames::default();
-    loop {
-        if pending.is_empty() {
-            match rx.blocking_recv() {
-                Some(item) => pending.push(pending_frame(item)),
-                None => break,
-            }
-        }
-        while let Ok(item) = rx.try_recv() {
-            pending.push(pending_frame(item));
-        }
-        let Some(next) = pending.pop() else { continue };
-        let item = match next {
-            Pending::Chunk { session, event } => match update_notification(&session, &event) {
-                Some(body) => Outbound::Frame(body),
-                None => continue,
-            },
-            Pending::Other(item) => item,
-        };
-        match item {
-            Outbound::Chunk(..) => {}
-            Outbound::Frame(body) => {
-                if let Err(e) = stdout.write_all(&frame(&body)) {
-                    tracing::error!("cannot write to stdout: {e}");
-                    return;
-                }
-                if pending.is_empty() && rx.is_empty() {
-                    if let Err(e) = stdout.flush() {
-                        tracing::error!("cannot flush stdout: {e}");
-                        return;
-                    }
-                }
-            }
-            Outbound::Close(done) => {
-                let _ = stdout.flush();
-                let _ = done.send(());
-                return;
-            }
-        }
-    }
-    let _ = stdout.flush();
-}
-
-fn pending_frame(item: Outbound) -> Pending<Outbound> {
-    match item {
-        Outbound::Chunk(session, event) => Pending::Chunk { session, event },
-        other => Pending::Other(other),
-    }
 }
 
 /// How the LSP session ended.

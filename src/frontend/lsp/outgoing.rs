@@ -38,6 +38,9 @@ pub struct Outgoing {
     /// How a pending request is withdrawn: LSP's `$/cancelRequest {id}`,
     /// ACP's `$/cancel_request {requestId}`.
     cancel_method: &'static str,
+    /// What our ids start with: [`ID_PREFIX`], or a longer one that keeps
+    /// two `Outgoing`s of one client apart (the serve's progress tokens).
+    prefix: std::borrow::Cow<'static, str>,
 }
 
 impl Outgoing {
@@ -66,7 +69,25 @@ impl Outgoing {
             permission_method: permission,
             user_input_method: user_input,
             cancel_method: cancel,
+            prefix: ID_PREFIX.into(),
         })
+    }
+
+    /// With ids `<prefix>N` (`prefix` should start with [`ID_PREFIX`]).
+    pub fn with_id_prefix(
+        out: OutboundQueue,
+        prefix: impl Into<std::borrow::Cow<'static, str>>,
+    ) -> Arc<Outgoing> {
+        let mut outgoing = Outgoing::with_methods(
+            out,
+            "tandem/requestPermission",
+            "tandem/requestUserInput",
+            "$/cancelRequest",
+        );
+        if let Some(o) = Arc::get_mut(&mut outgoing) {
+            o.prefix = prefix.into();
+        }
+        outgoing
     }
 
     pub fn set_abilities(&self, abilities: ClientAbilities) {
@@ -82,10 +103,11 @@ impl Outgoing {
                 .is_some_and(|id| id.starts_with(ID_PREFIX))
     }
 
-    /// Delivers the editor's answer to the waiting request.
-    pub fn complete(&self, message: &Value) {
+    /// Delivers the editor's answer to the waiting request; false when no
+    /// request of ours waits for it.
+    pub fn complete(&self, message: &Value) -> bool {
         let Some(id) = message.get("id").and_then(Value::as_str) else {
-            return;
+            return false;
         };
         let Some(waiter) = self
             .pending
@@ -94,13 +116,14 @@ impl Outgoing {
             .remove(id)
         else {
             tracing::warn!(id, "answer to an unknown or withdrawn request");
-            return;
+            return false;
         };
         let reply = match message.get("error") {
             Some(error) => Err(error.clone()),
             None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
         };
         let _ = waiter.send(reply);
+        true
     }
 
     /// Sends a request and waits for its answer or `cancel`.
@@ -110,7 +133,11 @@ impl Outgoing {
         params: Value,
         cancel: &CancellationToken,
     ) -> BridgeOutcome<Value> {
-        let id = format!("{ID_PREFIX}{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let id = format!(
+            "{}{}",
+            self.prefix,
+            self.next.fetch_add(1, Ordering::Relaxed)
+        );
         let (tx, rx) = oneshot::channel();
         self.pending
             .lock()
@@ -215,6 +242,11 @@ impl ClientBridge for Outgoing {
         options.push(json!({"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}));
         if let Some(scope) = request.always_scope.as_deref() {
             options.push(json!({"optionId": "reject_always", "name": format!("Always reject `{scope}` in this session"), "kind": "reject_always"}));
+        }
+        // Last, the least prominent: it lifts the sandbox. ACP has no kind
+        // of its own for it: it is an `allow_once`.
+        if request.offer_unsandboxed {
+            options.push(json!({"optionId": "allow_once_unsandboxed", "name": "Allow once without the sandbox", "kind": "allow_once"}));
         }
         let params = json!({
             "sessionId": request.session_id,

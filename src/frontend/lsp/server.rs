@@ -293,6 +293,7 @@ impl LanguageServer for Backend {
                             "protocolVersion": PROTOCOL_VERSION,
                             "methods": TANDEM_METHODS,
                             "notifications": ["tandem/update"],
+                            "sandbox": crate::frontend::sandbox_info::sandbox_capability(),
                         }
                     })),
                     ..ServerCapabilities::default()

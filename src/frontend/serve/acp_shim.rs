@@ -15,22 +15,38 @@
 //! keeps it).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
-use tokio::sync::{mpsc, oneshot};
 
-use super::shim::{lock, receive, Link, Ours, Relay};
+use super::relay::{Dialect, Ours, Relay};
 use crate::frontend::acp::ACP_PROTOCOL_VERSION;
-use crate::frontend::lsp::{stdout_writer, OutboundQueue};
 
-fn line(body: &[u8]) -> Vec<u8> {
-    let mut line = Vec::with_capacity(body.len() + 1);
-    line.extend_from_slice(body);
-    line.push(b'\n');
-    line
+/// Newline-delimited JSON; a session's messages mapped onto ACP's.
+struct Acp;
+
+impl Dialect for Acp {
+    fn frame(&self, body: &[u8]) -> Vec<u8> {
+        let mut line = Vec::with_capacity(body.len() + 1);
+        line.extend_from_slice(body);
+        line.push(b'\n');
+        line
+    }
+
+    fn session_message(&self, raw: &str) -> Vec<Vec<u8>> {
+        let Ok(message) = serde_json::from_str::<Value>(raw) else {
+            return Vec::new();
+        };
+        to_acp(&message)
+            .iter()
+            .filter_map(|m| serde_json::to_vec(m).ok())
+            .collect()
+    }
+
+    /// `session/load`'s result.
+    fn loaded(&self, _attached: &Value) -> Value {
+        Value::Null
+    }
 }
 
 /// ACP's stop reasons are fewer than tandem's; an `error` turn is a
@@ -103,29 +119,20 @@ pub async fn run<R>(stdin: R, home: PathBuf) -> u8
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
-    let Some(link) = Link::open(&home, "tandem acp --attach").await else {
+    let Some(relay) = Relay::open(&home, "tandem acp --attach", Acp).await else {
         return 1;
     };
-    let out = stdout_writer(line);
-    let relay = Arc::new(Mutex::new(Relay::default()));
     // The serve must know this client answers permission requests.
-    let ours = lock(&relay).id(Ours::Ignore);
-    let _ = link.to_ws.send(
-        json!({"jsonrpc": "2.0", "id": ours, "method": "initialize", "params": {"capabilities":
-            {"experimental": {"tandem": {"requestPermission": true}}}}})
-        .to_string(),
+    relay.request(
+        Ours::Ignore,
+        json!({"jsonrpc": "2.0", "method": "initialize", "params": {"capabilities":
+            {"experimental": {"tandem": {"requestPermission": true}}}}}),
     );
-    let mut reader = tokio::spawn(from_serve(
-        link.rx,
-        out.clone(),
-        link.to_ws.clone(),
-        relay.clone(),
-    ));
     let mut lines = BufReader::new(stdin).lines();
     let code = loop {
         let next = tokio::select! {
             next = lines.next_line() => next,
-            _ = &mut reader => break 1,
+            _ = relay.serve_gone.cancelled() => break 1,
         };
         let text = match next {
             Ok(Some(text)) => text,
@@ -139,43 +146,28 @@ where
             continue;
         }
         match serde_json::from_str::<Value>(&text) {
-            Ok(message) => from_editor(message, &out, &link.to_ws, &relay).await,
-            Err(e) => out.send_json(&json!({"jsonrpc": "2.0", "id": null,
+            Ok(message) => from_editor(message, &relay).await,
+            Err(e) => relay.to_editor(&json!({"jsonrpc": "2.0", "id": null,
                 "error": {"code": -32700, "message": format!("parse error: {e}")}})),
         }
     };
-    drop(link.to_ws);
-    let _ = tokio::time::timeout(Duration::from_secs(2), link.writer).await;
-    out.close().await;
+    relay.close().await;
     code
 }
 
-async fn from_editor(
-    message: Value,
-    out: &OutboundQueue,
-    to_ws: &mpsc::UnboundedSender<String>,
-    relay: &Mutex<Relay>,
-) {
+async fn from_editor(message: Value, relay: &Relay) {
     let id = message.get("id").cloned();
     let params = message.get("params").cloned().unwrap_or(Value::Null);
     let Some(method) = message.get("method").and_then(Value::as_str) else {
-        if let Some(id) = id {
+        if id.is_some() {
             // The editor's answer to one of the daemon's requests.
-            let ours = lock(relay).id(Ours::Ignore);
-            let mut answer = json!({"id": id});
-            match message.get("error") {
-                Some(error) => answer["error"] = error.clone(),
-                None => answer["result"] = message.get("result").cloned().unwrap_or(Value::Null),
-            }
-            let respond =
-                json!({"jsonrpc": "2.0", "id": ours, "method": "tandem/respond", "params": answer});
-            let _ = to_ws.send(respond.to_string());
+            relay.respond(&message);
         }
         return;
     };
     let reply = |result: Value| {
         if let Some(id) = &id {
-            out.send_json(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+            relay.to_editor(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
         }
     };
     let (tandem_method, tandem_params, rewrite): (&str, Value, fn(Value) -> Value) = match method {
@@ -197,11 +189,9 @@ async fn from_editor(
             |a| a,
         ),
         "session/load" => {
-            let Some(id) = id else { return };
-            let ours = lock(relay).id(Ours::Attach { load: Some(id) });
-            let attach = json!({"jsonrpc": "2.0", "id": ours, "method": "tandem/attachSession",
-                "params": {"sessionId": params["sessionId"]}});
-            let _ = to_ws.send(attach.to_string());
+            if let Some(id) = id {
+                relay.attach(&params["sessionId"], Some(id));
+            }
             return;
         }
         "session/prompt" => ("tandem/prompt", params.clone(), acp_prompt_answer),
@@ -212,17 +202,15 @@ async fn from_editor(
         ),
         "session/cancel" => {
             // In order: nothing else is relayed until it has been handled.
-            let (done_tx, done_rx) = oneshot::channel();
-            let ours = lock(relay).id(Ours::Ack(done_tx));
-            let cancel = json!({"jsonrpc": "2.0", "id": ours, "method": "tandem/cancel",
-                "params": {"sessionId": params["sessionId"]}});
-            let _ = to_ws.send(cancel.to_string());
-            let _ = tokio::time::timeout(Duration::from_secs(10), done_rx).await;
+            relay
+                .notify_in_order(json!({"jsonrpc": "2.0", "method": "tandem/cancel",
+                    "params": {"sessionId": params["sessionId"]}}))
+                .await;
             return;
         }
         other => {
             if let Some(id) = id {
-                out.send_json(&json!({"jsonrpc": "2.0", "id": id,
+                relay.to_editor(&json!({"jsonrpc": "2.0", "id": id,
                     "error": {"code": -32601, "message": format!("method not found: {other}")}}));
             }
             return;
@@ -234,72 +222,8 @@ async fn from_editor(
     } else {
         Ours::Reply { id, rewrite }
     };
-    let ours = lock(relay).id(what);
-    let request =
-        json!({"jsonrpc": "2.0", "id": ours, "method": tandem_method, "params": tandem_params});
-    let _ = to_ws.send(request.to_string());
-}
-
-async fn from_serve(
-    mut rx: super::client::WsReceiver,
-    out: OutboundQueue,
-    to_ws: mpsc::UnboundedSender<String>,
-    relay: Arc<Mutex<Relay>>,
-) {
-    while let Some(message) = receive(&mut rx).await {
-        if message["method"] == "tandem/sessionMessage" {
-            let params = &message["params"];
-            let inner = &params["result"];
-            if inner["method"] == "tandem/attached" {
-                if let Some(load) = lock(&relay)
-                    .loads
-                    .remove(&params["subscription"].to_string())
-                {
-                    out.send_json(&json!({"jsonrpc": "2.0", "id": load, "result": null}));
-                }
-                continue;
-            }
-            for message in to_acp(inner) {
-                out.send_json(&message);
-            }
-            continue;
-        }
-        let ours = message["id"]
-            .as_str()
-            .and_then(|id| lock(&relay).ours.remove(id));
-        match ours {
-            Some(Ours::Ack(done)) => {
-                let _ = done.send(());
-            }
-            Some(Ours::Ignore) | None => {}
-            Some(Ours::Reply { id, rewrite }) => {
-                let mut answer = rewrite(message);
-                answer["id"] = id;
-                out.send_json(&answer);
-            }
-            Some(Ours::NewSession { id }) => {
-                if let Some(session_id) = message["result"]["sessionId"].as_str() {
-                    // Attached before the editor hears of the session.
-                    let ours = lock(&relay).id(Ours::Attach { load: None });
-                    let attach = json!({"jsonrpc": "2.0", "id": ours,
-                        "method": "tandem/attachSession", "params": {"sessionId": session_id}});
-                    let _ = to_ws.send(attach.to_string());
-                }
-                let mut answer = message.clone();
-                answer["id"] = id;
-                out.send_json(&answer);
-            }
-            Some(Ours::Attach { load }) => match (message.get("result"), load) {
-                (Some(subscription), Some(load)) => {
-                    lock(&relay).loads.insert(subscription.to_string(), load);
-                }
-                (None, Some(load)) => {
-                    let mut answer = message.clone();
-                    answer["id"] = load;
-                    out.send_json(&answer);
-                }
-                _ => {}
-            },
-        }
-    }
+    relay.request(
+        what,
+        json!({"jsonrpc": "2.0", "method": tandem_method, "params": tandem_params}),
+    );
 }

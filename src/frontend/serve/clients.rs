@@ -2,14 +2,13 @@
 //! documents its editor has open.
 //!
 //! Every connection mirrors its own editor's documents in a buffer cache of
-//! its own. The daemon's cache — the one tools read — mirrors the
-//! connection that most recently prompted (the turn's owner): when the
-//! owner changes its documents are copied over, and from then on its
-//! document changes are applied to both. When the owner disconnects the
-//! daemon's cache is emptied, so tools read the files from disk.
+//! its own, and a prompt or steer carries its connection's cache into the
+//! session's inbox: the turn it opens reads that cache, whichever window
+//! prompts next. When a connection closes its cache is emptied, so a turn
+//! still reading it reads the files from disk.
 //!
-//! Invariant: the daemon's cache only ever holds one connection's
-//! documents; changes from two windows are never mixed into one buffer.
+//! Invariant: changes from two windows are never mixed into one buffer,
+//! and a turn never reads another window's documents than its opener's.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,6 +27,8 @@ pub struct Client {
     /// the `config` of the sessions it creates).
     pub init_options: Value,
     pub buffers: Arc<BufferCache>,
+    /// `window.workDoneProgress`: it shows `$/progress`.
+    pub work_done_progress: bool,
 }
 
 impl Client {
@@ -37,12 +38,12 @@ impl Client {
             roots: Vec::new(),
             init_options: Value::Null,
             buffers: Arc::new(BufferCache::new()),
+            work_done_progress: false,
         }
     }
 }
 
-/// A document-sync operation, applied to a connection's cache and, when it
-/// is mirrored, to the daemon's.
+/// A document-sync operation, applied to a connection's cache.
 pub enum DocOp<'a> {
     Open {
         path: PathBuf,
@@ -87,19 +88,12 @@ impl DocOp<'_> {
 
 pub struct Clients {
     clients: Mutex<HashMap<usize, Client>>,
-    /// The daemon's cache, and which connection it mirrors. The lock is
-    /// held while an operation is applied to both, so a switch never
-    /// interleaves with a change.
-    mirror: Mutex<Option<usize>>,
-    daemon_buffers: Arc<BufferCache>,
 }
 
 impl Clients {
-    pub fn new(daemon_buffers: Arc<BufferCache>) -> Arc<Clients> {
+    pub fn new() -> Arc<Clients> {
         Arc::new(Clients {
             clients: Mutex::new(HashMap::new()),
-            mirror: Mutex::new(None),
-            daemon_buffers,
         })
     }
 
@@ -124,6 +118,7 @@ impl Clients {
         roots: Vec<PathBuf>,
         init_options: Value,
         encoding: PositionEncoding,
+        work_done_progress: bool,
     ) {
         let mut clients = self.lock();
         let client = clients.entry(conn).or_insert_with(Client::new);
@@ -131,6 +126,11 @@ impl Clients {
         client.roots = roots;
         client.init_options = init_options;
         client.buffers.set_encoding(encoding);
+        client.work_done_progress = work_done_progress;
+    }
+
+    pub fn work_done_progress(&self, conn: usize) -> bool {
+        self.lock().get(&conn).is_some_and(|c| c.work_done_progress)
     }
 
     pub fn abilities(&self, conn: usize) -> ClientAbilities {
@@ -168,51 +168,20 @@ impl Clients {
 
     /// Applies a document-sync operation from `conn`.
     pub fn document(&self, conn: usize, op: DocOp<'_>) -> Result<(), String> {
-        let Some(own) = self.buffers(conn) else {
-            return Ok(());
-        };
-        let mirror = self.mirror.lock().unwrap_or_else(|e| e.into_inner());
-        op.apply(&own)?;
-        if *mirror == Some(conn) {
-            op.apply(&self.daemon_buffers)?;
+        match self.buffers(conn) {
+            Some(own) => op.apply(&own),
+            None => Ok(()),
         }
-        Ok(())
     }
 
-    /// Makes the daemon's cache mirror `conn`'s documents.
-    pub fn mirror(&self, conn: usize) {
-        let mut mirror = self.mirror.lock().unwrap_or_else(|e| e.into_inner());
-        if *mirror == Some(conn) {
-            return;
-        }
-        tracing::debug!(conn, "tools now read this client's documents");
-        for path in self.daemon_buffers.open_paths() {
-            self.daemon_buffers.close(&path);
-        }
-        *mirror = None;
-        let Some(own) = self.buffers(conn) else {
-            return;
-        };
-        self.daemon_buffers.set_encoding(own.encoding());
-        for path in own.open_paths() {
-            if let Some(snapshot) = own.snapshot(&path) {
-                self.daemon_buffers
-                    .open(path, snapshot.version, &snapshot.rope.to_string());
-            }
-        }
-        *mirror = Some(conn);
-    }
-
-    /// A connection closed: forget it; if the daemon's cache mirrored it,
-    /// empty the cache (tools read from disk again).
+    /// A connection closed: forget it and empty its cache, so turns that
+    /// still hold it read the files from disk.
     pub fn remove(&self, conn: usize) {
-        let mut mirror = self.mirror.lock().unwrap_or_else(|e| e.into_inner());
-        self.lock().remove(&conn);
-        if *mirror == Some(conn) {
-            for path in self.daemon_buffers.open_paths() {
-                self.daemon_buffers.close(&path);
-            }
-            *mirror = None;
+        let Some(client) = self.lock().remove(&conn) else {
+            return;
+        };
+        for path in client.buffers.open_paths() {
+            client.buffers.close(&path);
         }
     }
 }

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -22,6 +22,8 @@ use jsonrpsee::core::server::{SubscriptionSink, TrySendError};
 use serde_json::value::RawValue;
 
 use super::clients::Clients;
+use super::owners::TurnOwners;
+use super::progress::{SubscriberProgress, ID_PREFIX as PROGRESS_ID_PREFIX};
 use crate::core::log::{EventSink, LoggedEvent};
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::{Outbound, OutboundQueue};
@@ -67,6 +69,8 @@ pub struct Subscriber {
     /// The sequence number of the last event this subscriber has sent on
     /// (or skipped): what a `tandem/prompt` answer waits for.
     processed: watch::Sender<u64>,
+    /// `$/progress` for its client, when the client asked for it.
+    pub progress: OnceLock<SubscriberProgress>,
 }
 
 impl Subscriber {
@@ -101,6 +105,11 @@ impl Subscriber {
             }
         }
         let _ = self.tx.send(item);
+    }
+
+    /// Sends a message (a request, a notification) to this subscriber.
+    pub fn send_message(&self, message: Arc<Value>) {
+        self.deliver(Item::Message(message));
     }
 
     /// Called by the subscription's task once the replay is out: switches
@@ -149,14 +158,14 @@ struct State {
     subs: HashMap<String, Vec<Arc<Subscriber>>>,
     last_seq: HashMap<String, u64>,
     bridges: HashMap<String, SessionBridge>,
-    /// The connection whose prompt or steer the session last received.
-    owners: HashMap<String, usize>,
 }
 
 pub struct Hub {
     state: Mutex<State>,
     next_sub: AtomicU64,
+    next_bridge: AtomicU64,
     pub clients: Arc<Clients>,
+    pub owners: TurnOwners,
 }
 
 impl Hub {
@@ -164,7 +173,9 @@ impl Hub {
         Arc::new(Hub {
             state: Mutex::new(State::default()),
             next_sub: AtomicU64::new(1),
+            next_bridge: AtomicU64::new(1),
             clients,
+            owners: TurnOwners::default(),
         })
     }
 
@@ -175,7 +186,11 @@ impl Hub {
     /// The bridge of a new or loaded session (the daemon's bridge factory).
     pub fn bridge_for(self: &Arc<Hub>, session_id: &str) -> Arc<dyn ClientBridge> {
         let (queue, mut rx) = OutboundQueue::channel();
-        let outgoing = Outgoing::new(queue);
+        // Ids unique across the serve's sessions (`tandem-<session n>-<n>`):
+        // an answer names only its id, and two sessions' first requests
+        // must not both be `tandem-1`.
+        let n = self.next_bridge.fetch_add(1, Ordering::Relaxed);
+        let outgoing = Outgoing::with_id_prefix(queue, format!("tandem-{n}-"));
         self.state().bridges.insert(
             session_id.to_string(),
             SessionBridge {
@@ -222,7 +237,7 @@ impl Hub {
         if let Some(bridge) = state.bridges.get_mut(session_id) {
             bridge.pending.insert(id.to_string(), message.clone());
         }
-        let owner = state.owners.get(session_id).copied();
+        let owner = self.owners.get(session_id);
         for sub in state.subs.get(session_id).into_iter().flatten() {
             if self.answers(sub.conn, &message, owner) {
                 sub.deliver(Item::Message(message.clone()));
@@ -245,7 +260,7 @@ impl Hub {
     /// Recomputes what a session's bridge says the editor can do.
     pub fn refresh(&self, session_id: &str) {
         let mut state = self.state();
-        let owner = state.owners.get(session_id).copied();
+        let owner = self.owners.get(session_id);
         let attached: Vec<usize> = state
             .subs
             .get(session_id)
@@ -273,12 +288,20 @@ impl Hub {
         }
     }
 
-    /// Makes `conn` the session's owner: its buffers are what the turn reads
-    /// and its editor is where edits go.
-    pub fn set_owner(&self, session_id: &str, conn: usize) {
-        self.state().owners.insert(session_id.to_string(), conn);
-        self.clients.mirror(conn);
-        self.refresh(session_id);
+    /// Makes `conn` the owner of a session no turn has named one for (its
+    /// creator, or the first to load it).
+    pub fn claim_if_unowned(&self, session_id: &str, conn: usize) {
+        if self.owners.claim_if_unowned(session_id, conn) {
+            self.refresh(session_id);
+        }
+    }
+
+    /// Records that `conn` queued input `message_id` (its turn will be
+    /// `conn`'s).
+    pub fn note_origin(&self, session_id: &str, message_id: &str, conn: usize) {
+        if self.owners.note_origin(session_id, message_id, conn) {
+            self.refresh(session_id);
+        }
     }
 
     /// Registers a subscriber before its replay is read. Requests of the
@@ -297,10 +320,11 @@ impl Hub {
             direct: Mutex::new(None),
             replayed_up_to: AtomicU64::new(0),
             processed: watch::channel(0).0,
+            progress: OnceLock::new(),
         });
         {
             let mut state = self.state();
-            let owner = state.owners.get(session_id).copied();
+            let owner = self.owners.get(session_id);
             if let Some(bridge) = state.bridges.get(session_id) {
                 for request in bridge.pending.values() {
                     if self.answers(conn, request, owner) {
@@ -335,6 +359,9 @@ impl Hub {
         result: Option<Value>,
         error: Option<Value>,
     ) -> bool {
+        if id.starts_with(PROGRESS_ID_PREFIX) {
+            return self.respond_progress(conn, id, result, error);
+        }
         let mut state = self.state();
         let Some((session_id, outgoing)) = state.bridges.iter_mut().find_map(|(sid, b)| {
             b.pending
@@ -358,6 +385,30 @@ impl Hub {
         }
         outgoing.complete(&answer);
         true
+    }
+
+    /// A client's answer to one of its progress-token requests.
+    fn respond_progress(
+        &self,
+        conn: usize,
+        id: &str,
+        result: Option<Value>,
+        error: Option<Value>,
+    ) -> bool {
+        let mut answer = json!({"jsonrpc": "2.0", "id": id});
+        match error {
+            Some(error) => answer["error"] = error,
+            None => answer["result"] = result.unwrap_or(Value::Null),
+        }
+        let outgoings: Vec<Arc<Outgoing>> = self
+            .state()
+            .subs
+            .values()
+            .flatten()
+            .filter(|s| s.conn == conn)
+            .filter_map(|s| s.progress.get().map(|p| p.outgoing.clone()))
+            .collect();
+        outgoings.iter().any(|o| o.complete(&answer))
     }
 
     /// Waits until `conn`'s subscribers of the session have sent on every
@@ -392,8 +443,8 @@ impl Hub {
     /// A connection closed: it owns nothing any more.
     pub fn disconnected(&self, conn: usize) {
         let sessions: Vec<String> = {
+            self.owners.disconnected(conn);
             let mut state = self.state();
-            state.owners.retain(|_, c| *c != conn);
             for subs in state.subs.values_mut() {
                 subs.retain(|s| s.conn != conn);
             }
@@ -408,14 +459,20 @@ impl Hub {
 
 impl EventSink for Hub {
     fn on_event(&self, session_id: &str, event: &LoggedEvent) {
+        if self.owners.on_event(session_id, &event.event) {
+            self.refresh(session_id);
+        }
         let mut state = self.state();
         let last = state.last_seq.entry(session_id.to_string()).or_default();
         *last = (*last).max(event.seq);
         if let Some(subs) = state.subs.get(session_id).filter(|s| !s.is_empty()) {
             // One copy, shared by every subscriber.
-            let event = Arc::new(event.clone());
+            let shared = Arc::new(event.clone());
             for sub in subs {
-                sub.deliver(Item::Event(event.clone()));
+                sub.deliver(Item::Event(shared.clone()));
+                if let Some(progress) = sub.progress.get() {
+                    progress.progress.on_event(session_id, &event.event);
+                }
             }
         }
     }

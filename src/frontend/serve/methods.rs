@@ -20,8 +20,11 @@ use tower_lsp::lsp_types::{
 };
 
 use super::clients::DocOp;
+use super::connection::RequestCancel;
 use super::hub::{item_message, update_message, Hub, Item};
+use super::progress;
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
+use crate::core::session::RunState;
 use crate::frontend::lsp::server::{
     client_abilities, encoding_kind, folder_path, negotiate_encoding, text_change, uri_path,
 };
@@ -105,9 +108,20 @@ async fn initialize(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> 
             .map_err(|e| invalid_params(format!("initializationOptions: {e}")))?;
     }
     let conn = conn(&ext);
-    ctx.hub
-        .clients
-        .initialize(conn, abilities, roots, options, encoding);
+    let work_done_progress = params
+        .capabilities
+        .window
+        .as_ref()
+        .and_then(|w| w.work_done_progress)
+        .unwrap_or(false);
+    ctx.hub.clients.initialize(
+        conn,
+        abilities,
+        roots,
+        options,
+        encoding,
+        work_done_progress,
+    );
     Ok(json!({
         "serverInfo": {"name": "tandem", "version": env!("CARGO_PKG_VERSION")},
         "capabilities": {
@@ -119,6 +133,7 @@ async fn initialize(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> 
                 "methods": TANDEM_METHODS,
                 "notifications": ["tandem/update"],
                 "serve": {"port": ctx.port, "pid": std::process::id()},
+                "sandbox": crate::frontend::sandbox_info::sandbox_capability(),
             }},
         },
     }))
@@ -249,7 +264,7 @@ async fn new_session(
             config,
         })
         .map_err(daemon_error)?;
-    ctx.hub.set_owner(&session.id, conn);
+    ctx.hub.claim_if_unowned(&session.id, conn);
     Ok(NewSessionResult {
         session_id: session.id.clone(),
     })
@@ -281,14 +296,32 @@ async fn prompt(
     ctx.daemon
         .session(&params.session_id)
         .map_err(daemon_error)?;
-    ctx.hub.set_owner(&params.session_id, conn);
-    let (_, receipt) = ctx
+    let buffers = ctx.hub.clients.buffers(conn);
+    let (message_id, receipt) = ctx
         .daemon
-        .prompt(&params.session_id, user_content(params.prompt))
+        .prompt_reading(&params.session_id, user_content(params.prompt), buffers)
         .map_err(daemon_error)?;
+    ctx.hub.note_origin(&params.session_id, &message_id, conn);
+    // `$/cancelRequest` for this request withdraws the prompt (see
+    // `connection`); the answer still waits for the turn's end.
+    let receipt = match ext.get::<RequestCancel>().cloned() {
+        Some(RequestCancel(token)) => {
+            tokio::pin!(receipt);
+            tokio::select! {
+                receipt = &mut receipt => receipt,
+                _ = token.cancelled() => {
+                    if let Ok(session) = ctx.daemon.session(&params.session_id) {
+                        session.withdraw_prompt(&message_id);
+                    }
+                    receipt.await
+                }
+            }
+        }
+        None => receipt.await,
+    };
     // If this connection closes now, jsonrpsee drops this future and the
     // turn runs on: other clients may be watching it.
-    let receipt = receipt.await.map_err(|_| {
+    let receipt = receipt.map_err(|_| {
         ErrorObjectOwned::owned(
             -32603,
             "the session stopped before the turn ended",
@@ -309,11 +342,18 @@ async fn steer(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcRe
     ctx.daemon
         .session(&params.session_id)
         .map_err(daemon_error)?;
-    ctx.hub.set_owner(&params.session_id, conn(&ext));
+    let conn = conn(&ext);
+    let buffers = ctx.hub.clients.buffers(conn);
     let message_id = ctx
         .daemon
-        .steer(&params.session_id, user_content(params.prompt), params.wake)
+        .steer_reading(
+            &params.session_id,
+            user_content(params.prompt),
+            params.wake,
+            buffers,
+        )
         .map_err(daemon_error)?;
+    ctx.hub.note_origin(&params.session_id, &message_id, conn);
     Ok(SteerResult { message_id })
 }
 
@@ -336,6 +376,21 @@ fn register_tandem(
             .map_err(daemon_error)?;
         session.set_mode(mode);
         RpcResult::Ok(SetModeResult { mode: params.mode })
+    })?;
+    // Cancels the turn a progress token names, if it still runs (as
+    // `tandem/cancel` with `keepInbox`); other tokens are ignored.
+    module.register_method("window/workDoneProgress/cancel", |params, ctx, _| {
+        let params: Value = parse(&params)?;
+        let token = params["token"].as_str().unwrap_or_default();
+        if let Some((session_id, turn_id)) = progress::parse_token(token) {
+            let running = ctx.daemon.session(session_id).ok().filter(
+                |s| matches!(s.run_state(), RunState::Running { turn_id: t, .. } if t == turn_id),
+            );
+            if running.is_some() {
+                ctx.daemon.cancel(session_id, true).map_err(daemon_error)?;
+            }
+        }
+        RpcResult::Ok(Value::Null)
     })?;
     module.register_method("tandem/cancel", |params, ctx, _| {
         let params: CancelParams = parse(&params)?;
@@ -376,7 +431,7 @@ fn register_tandem(
             .daemon
             .load_session(&params.session_id)
             .map_err(daemon_error)?;
-        ctx.hub.set_owner(&session.id, conn(&ext));
+        ctx.hub.claim_if_unowned(&session.id, conn(&ext));
         let replayed = events
             .iter()
             .filter(|e| session_update(&e.event).is_some())
@@ -442,6 +497,17 @@ async fn attach_session(
     // Registered before the log is read: whatever is logged from now on
     // reaches the channel, whatever was logged before is in the read.
     let (sub, mut rx) = ctx.hub.subscribe(&session_id, conn);
+    if ctx.hub.clients.work_done_progress(conn) {
+        let daemon = Arc::downgrade(&ctx.daemon);
+        let titles = Box::new(move |session_id: &str, turn_id: &str| {
+            daemon
+                .upgrade()?
+                .session(session_id)
+                .ok()?
+                .turn_title(turn_id)
+        });
+        let _ = sub.progress.set(progress::for_subscriber(&sub, titles));
+    }
     let daemon = ctx.daemon.clone();
     let id = session_id.clone();
     let loaded = tokio::task::spawn_blocking(move || daemon.load_session(&id))

@@ -9,8 +9,10 @@
 //!
 //! - `state` — serve.json and the lock; `auth` — the HTTP check in front
 //!   of every connection; `connection` — per-connection middleware;
-//!   `clients` — what each connection declared and its documents; `hub` —
-//!   who follows which session; `methods` — the RPC module; `client` and
+//!   `clients` — what each connection declared and its documents; `owners`
+//!   — whose turn each session runs; `hub` — who follows which session;
+//!   `progress` — `$/progress` for the clients that follow a turn; `relay`
+//!   — the shims' shared link (WebSocket and stdout on one thread); `methods` — the RPC module; `client` and
 //!   `shim` — the other end, run by `tandem lsp --attach`.
 //!
 //! Invariant: the serve binds 127.0.0.1 only, and nothing reaches a method
@@ -23,6 +25,9 @@ pub mod clients;
 pub mod connection;
 pub mod hub;
 pub mod methods;
+pub mod owners;
+pub mod progress;
+pub mod relay;
 pub mod shim;
 pub mod state;
 
@@ -79,7 +84,7 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
             bridge: Arc::new(NoClient),
         })
     };
-    let hub = Hub::new(clients::Clients::new(daemon.buffers().clone()));
+    let hub = Hub::new(clients::Clients::new());
     let _ = hub_slot.set(hub.clone());
     {
         let hub = hub.clone();

@@ -11,11 +11,15 @@
 //! - Output is stdout and stderr interleaved in arrival order, streamed to a
 //!   callback as it arrives and kept, capped, as head + tail for the model.
 //!
+//! - With a [`SandboxPolicy`] the command and everything it starts run
+//!   confined (see [`sandbox`]).
+//!
 //! Unix only: process groups and signals are the mechanism.
 
 mod environment;
 mod output;
 mod process_group;
+pub mod sandbox;
 #[cfg(test)]
 mod tests;
 
@@ -33,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use environment::child_environment;
 use output::{CappedOutput, OutputSink, Pipe};
 use process_group::ProcessGroup;
+use sandbox::SandboxPolicy;
 
 /// Output kept for the model when the caller has no opinion.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 32 * 1024;
@@ -62,10 +67,13 @@ pub struct CommandSpec {
     pub env_allow: Vec<String>,
     /// Output kept for the model: the first half and the last half of this.
     pub max_output_bytes: usize,
+    /// The sandbox to run in; `None` runs unconfined.
+    pub sandbox: Option<SandboxPolicy>,
 }
 
 impl CommandSpec {
-    /// A spec with [`DEFAULT_TIMEOUT`], [`DEFAULT_MAX_OUTPUT_BYTES`] and no allow-list.
+    /// A spec with [`DEFAULT_TIMEOUT`], [`DEFAULT_MAX_OUTPUT_BYTES`], no
+    /// allow-list and no sandbox.
     pub fn new(cmd: impl Into<String>, workdir: impl Into<PathBuf>) -> Self {
         CommandSpec {
             cmd: cmd.into(),
@@ -73,6 +81,7 @@ impl CommandSpec {
             timeout: DEFAULT_TIMEOUT,
             env_allow: Vec::new(),
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            sandbox: None,
         }
     }
 }
@@ -169,13 +178,26 @@ pub async fn run_command(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(policy) = &spec.sandbox {
+        let mut confinement = policy.prepare()?;
+        // SAFETY: `enter` makes system calls only (no allocation, no
+        // locks), as the hook between fork and exec must.
+        unsafe {
+            command.pre_exec(move || confinement.enter());
+        }
+    }
     let mut child = command.spawn().map_err(|e| {
         io::Error::new(
             e.kind(),
             format!(
-                "failed to start `{} -c` in {}: {e}",
+                "failed to start `{} -c` in {}{}: {e}",
                 shell.to_string_lossy(),
-                spec.workdir.display()
+                spec.workdir.display(),
+                if spec.sandbox.is_some() {
+                    " in the sandbox"
+                } else {
+                    ""
+                }
             ),
         )
     })?;

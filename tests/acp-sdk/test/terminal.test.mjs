@@ -1,9 +1,11 @@
 // exec_command in the client's terminal: terminal/create, the terminal in
 // the tool call's content, wait_for_exit, output, release; kill on cancel
-// and on timeout.
+// and on timeout. A client's terminal cannot be sandboxed, so it is used
+// only for unconfined runs (here: `[sandbox] mode = "off"` in the user's
+// config); with the sandbox on, commands run confined in the daemon.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 
@@ -74,8 +76,15 @@ function terminals() {
   return { calls, live, handlers, kinds: () => calls.map(([k]) => k) };
 }
 
-async function session(server, term) {
-  const c = await connect(server, { handlers: term.handlers, capabilities: { terminal: true } });
+async function session(server, term, { sandbox = "off" } = {}) {
+  const home = tempDir("tandem-home-");
+  writeFileSync(path.join(home, "config.toml"), `[sandbox]\nmode = "${sandbox}"\n`);
+  const c = await connect(server, { home, handlers: term.handlers, capabilities: { terminal: true } });
+  const close = c.close.bind(c);
+  c.close = async () => {
+    await close();
+    rmSync(home, { recursive: true, force: true });
+  };
   const root = tempDir();
   const { sessionId } = await c.newSession(root);
   await c.agent.request("session/set_mode", { sessionId, modeId: "auto" });
@@ -136,6 +145,23 @@ test("the timeout still holds in the client's terminal", async () => {
     assert.deepEqual(term.kinds(), ["create", "wait_for_exit", "kill", "output", "release"]);
     const requests = await server.waitForRequests(2);
     assert.match(transcript(requests[1]), /killed after timeout of 300ms/);
+  } finally {
+    await c.close();
+    await server.close();
+  }
+});
+
+test("with the sandbox on, a command runs confined in the daemon, not in the client's terminal", async () => {
+  const server = await ModelServer.start();
+  const term = terminals();
+  const { c, root, sessionId } = await session(server, term, { sandbox: "workspace-write" });
+  try {
+    server.push(toolCalls([["t1", "exec_command", { cmd: "echo confined; touch ran" }]]), text("Ran."));
+    assert.equal((await c.prompt(sessionId, "run it")).stopReason, "end_turn");
+    assert.deepEqual(term.kinds(), [], "the client's terminal was not used");
+    assert.ok(existsSync(path.join(root, "ran")), "the daemon ran it");
+    const requests = await server.waitForRequests(2);
+    assert.match(transcript(requests[1]), /exit code 0\\nconfined/);
   } finally {
     await c.close();
     await server.close();

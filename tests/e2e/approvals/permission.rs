@@ -54,6 +54,8 @@ async fn permission_request_has_the_acp_shape_and_follows_a_waiting_for_permissi
             ("allow_always", "allow_always"),
             ("reject_once", "reject_once"),
             ("reject_always", "reject_always"),
+            // The command would run in the sandbox: the user may lift it once.
+            ("allow_once_unsandboxed", "allow_once"),
         ]
     );
     assert!(params["options"]
@@ -400,13 +402,20 @@ async fn always_is_offered_only_with_what_it_would_remember() {
         ("allow_once".to_string(), "Allow once".to_string()),
         ("reject_once".to_string(), "Reject".to_string()),
     ];
+    let unsandboxed = (
+        "allow_once_unsandboxed".to_string(),
+        "Allow once without the sandbox".to_string(),
+    );
     // A patch through the permission fallback and a chained command leave
-    // nothing to remember, so "always" is not offered.
+    // nothing to remember, so "always" is not offered; a command (not a
+    // patch) may also be let out of the sandbox once.
     assert_eq!(options(&asked[0]), once_only, "{}", asked[0]);
-    assert_eq!(options(&asked[1]), once_only, "{}", asked[1]);
+    let mut command_once = once_only.clone();
+    command_once.push(unsandboxed);
+    assert_eq!(options(&asked[1]), command_once, "{}", asked[1]);
     // A task runner is remembered as its exact command, and says so.
     let make = options(&asked[2]);
-    assert_eq!(make.len(), 4, "{make:?}");
+    assert_eq!(make.len(), 5, "{make:?}");
     assert_eq!(make[1].1, "Always allow `make build` in this session");
     assert_eq!(make[3].1, "Always reject `make build` in this session");
     assert!(!root.path().join("new.txt").exists());

@@ -11,6 +11,7 @@ use crate::support::client::{tandem_bin, Editor};
 use crate::support::model_server::ModelServer;
 
 mod budget;
+mod output_cap;
 mod retry_budget;
 mod siblings;
 mod slow_reader;

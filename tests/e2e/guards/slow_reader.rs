@@ -1,12 +1,13 @@
 //! Never flood a slow editor: while the editor does not read, the turn
 //! goes on, and the chunks that queued up reach it merged — fewer frames,
-//! exactly the same text, in order, `turn_end` before the response.
+//! exactly the same text, in order, `turn_end` before the response; the
+//! same through the ACP frontend, with every other update in its place.
 
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{ChildStdin, ChildStdout, Command};
 
 use crate::support::client::{frame, tandem_bin};
@@ -14,7 +15,7 @@ use crate::support::model_server::{openai, ModelServer, Reply};
 
 const CHUNKS: usize = 3000;
 
-async fn send(stdin: &mut ChildStdin, message: Value) {
+pub(super) async fn send(stdin: &mut ChildStdin, message: Value) {
     stdin
         .write_all(&frame(message.to_string().as_bytes()))
         .await
@@ -22,7 +23,7 @@ async fn send(stdin: &mut ChildStdin, message: Value) {
 }
 
 /// Reads one LSP frame.
-async fn read_frame(stdout: &mut BufReader<ChildStdout>) -> Value {
+pub(super) async fn read_frame(stdout: &mut BufReader<ChildStdout>) -> Value {
     let mut header = Vec::new();
     while !header.ends_with(b"\r\n\r\n") {
         header.push(stdout.read_u8().await.expect("daemon stdout"));
@@ -38,7 +39,10 @@ async fn read_frame(stdout: &mut BufReader<ChildStdout>) -> Value {
     serde_json::from_slice(&body).unwrap()
 }
 
-async fn read_until_response(stdout: &mut BufReader<ChildStdout>, id: i64) -> Vec<Value> {
+pub(super) async fn read_until_response(
+    stdout: &mut BufReader<ChildStdout>,
+    id: i64,
+) -> Vec<Value> {
     let mut frames = Vec::new();
     loop {
         let message = tokio::time::timeout(Duration::from_secs(30), read_frame(stdout))
@@ -105,23 +109,7 @@ async fn a_slow_reader_gets_merged_chunks_with_the_exact_text() {
     .await;
     // The editor reads nothing while the model streams: the daemon must
     // take the whole stream and end the turn all the same.
-    let log = home
-        .path()
-        .join("sessions")
-        .join(format!("{session}.jsonl"));
-    let mut polls = 0;
-    loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.contains("\"type\":\"turn_end\"") {
-            break;
-        }
-        polls += 1;
-        assert!(
-            polls < 3000,
-            "the turn did not end while the editor was not reading"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_turn_end(home.path(), &session).await;
 
     let frames = read_until_response(&mut stdout, 3).await;
     let updates: Vec<&Value> = frames
@@ -143,4 +131,168 @@ async fn a_slow_reader_gets_merged_chunks_with_the_exact_text() {
     let last = updates.last().unwrap();
     assert_eq!(last["sessionUpdate"], "turn_end");
     assert_eq!(frames.last().unwrap()["result"]["stopReason"], "end_turn");
+}
+
+/// One line of `tandem acp`'s output.
+async fn read_line(lines: &mut Lines<BufReader<ChildStdout>>) -> Value {
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("a line within 30 s")
+        .unwrap()
+        .expect("stdout open");
+    serde_json::from_str(&line).unwrap()
+}
+
+async fn acp_send(stdin: &mut ChildStdin, message: Value) {
+    let mut line = message.to_string().into_bytes();
+    line.push(b'\n');
+    stdin.write_all(&line).await.expect("write to the daemon");
+}
+
+async fn acp_until_response(lines: &mut Lines<BufReader<ChildStdout>>, id: i64) -> Vec<Value> {
+    let mut messages = Vec::new();
+    loop {
+        let message = read_line(lines).await;
+        let done = message["id"] == id && message.get("method").is_none();
+        messages.push(message);
+        if done {
+            return messages;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_slow_acp_client_gets_merged_chunks_and_every_other_update_in_order() {
+    let server = ModelServer::start().await;
+    let before: Vec<String> = (0..CHUNKS / 2)
+        .map(|i| format!("before {i:04}; "))
+        .collect();
+    let after: Vec<String> = (0..CHUNKS / 2).map(|i| format!("after {i:04}; ")).collect();
+    // Step 1: text, then a plan; step 2: more text.
+    let mut steps = vec![openai::delta(json!({"role": "assistant", "content": ""}))];
+    steps.extend(before.iter().map(|p| openai::delta(json!({"content": p}))));
+    steps.push(openai::delta(
+        json!({"tool_calls": [{"index": 0, "id": "p1",
+        "type": "function", "function": {"name": "update_plan",
+        "arguments": r#"{"plan":[{"step":"read","status":"in_progress"}]}"#}}]}),
+    ));
+    steps.extend(openai::ending("tool_calls"));
+    server.push(Reply::Sse(steps));
+    let mut steps = vec![openai::delta(json!({"role": "assistant", "content": ""}))];
+    steps.extend(after.iter().map(|p| openai::delta(json!({"content": p}))));
+    steps.extend(openai::ending("stop"));
+    server.push(Reply::Sse(steps));
+
+    let home = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let mut child = Command::new(tandem_bin())
+        .arg("acp")
+        .env("TANDEM_HOME", home.path())
+        .env("TANDEM_BASE_URL", server.base_url())
+        .env("TANDEM_MODEL", "scripted-model")
+        .env("TANDEM_FSYNC", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    acp_send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+    )
+    .await;
+    acp_until_response(&mut lines, 1).await;
+    acp_send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+        "params": {"cwd": root.path(), "mcpServers": []}}),
+    )
+    .await;
+    let created = acp_until_response(&mut lines, 2).await;
+    let session = created.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    acp_send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "plan"}]}}),
+    )
+    .await;
+    // The client reads nothing until the turn has ended.
+    wait_for_turn_end(home.path(), &session).await;
+
+    let messages = acp_until_response(&mut lines, 3).await;
+    assert_eq!(messages.last().unwrap()["result"]["stopReason"], "end_turn");
+    let updates: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "session/update" && m["params"]["sessionId"] == session.as_str())
+        .map(|m| &m["params"]["update"])
+        .collect();
+    let is_chunk = |u: &Value| u["sessionUpdate"] == "agent_message_chunk";
+    let chunk_frames = updates.iter().filter(|u| is_chunk(u)).count();
+    assert!(
+        chunk_frames < CHUNKS / 2,
+        "{chunk_frames} chunk frames for {CHUNKS} chunks: not merged"
+    );
+    // The text of each step, exactly, on its side of the plan's updates.
+    let plan_at = updates
+        .iter()
+        .position(|u| u["sessionUpdate"] == "tool_call")
+        .expect("the plan's tool_call");
+    let last_other = updates
+        .iter()
+        .rposition(|u| !is_chunk(u))
+        .expect("updates other than chunks");
+    let text = |us: &[&Value]| -> String {
+        us.iter()
+            .filter(|u| is_chunk(u))
+            .map(|u| u["content"]["text"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(text(&updates[..plan_at]), before.concat());
+    assert_eq!(text(&updates[last_other..]), after.concat());
+    // Every other update, in the order the turn produced it.
+    let others: Vec<String> = updates
+        .iter()
+        .filter(|u| !is_chunk(u))
+        .map(|u| {
+            let kind = u["sessionUpdate"].as_str().unwrap();
+            match u["status"].as_str() {
+                Some(status) => format!("{kind}:{status}"),
+                None => kind.to_string(),
+            }
+        })
+        .collect();
+    assert_eq!(
+        others,
+        [
+            // Sent after `session/new`'s response, read only now.
+            "available_commands_update",
+            "user_message_chunk",
+            "tool_call:pending",
+            "tool_call_update:in_progress",
+            "plan",
+            "tool_call_update:completed"
+        ],
+        "{others:?}"
+    );
+}
+
+/// Polls the session log (capped) until the running turn has ended.
+async fn wait_for_turn_end(home: &std::path::Path, session: &str) {
+    let log = home.join("sessions").join(format!("{session}.jsonl"));
+    for _ in 0..3000 {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("\"type\":\"turn_end\"") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the turn did not end while the client was not reading");
 }

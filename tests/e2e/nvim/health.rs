@@ -237,3 +237,44 @@ T.put('clients', #vim.lsp.get_clients({ name = 'tandem' }))
     );
     assert_eq!(got.get("clients"), &json!(0));
 }
+
+#[tokio::test]
+async fn a_daemon_without_the_exec_sandbox_is_reported_once_and_in_checkhealth() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    let ws = Workspace::new();
+    let got = run(
+        &ws,
+        &config(&server, "auto"),
+        r#"
+local messages = {}
+vim.notify = function(msg, level)
+  table.insert(messages, { msg = msg, level = level })
+end
+-- The daemon inherits Neovim's environment.
+vim.env.TANDEM_SANDBOX_SIMULATE_UNAVAILABLE = '1'
+T.setup()
+require('tandem.client').start()
+T.wait(function() return require('tandem.client').ready() and #messages >= 1 end, 'the warning')
+T.put('messages', messages)
+vim.cmd('checkhealth tandem')
+T.put('report', T.lines(0))
+"#,
+    )
+    .await;
+    let messages = got.get("messages").as_array().unwrap().clone();
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    let warning = messages[0]["msg"].as_str().unwrap();
+    assert!(
+        warning.starts_with("tandem: exec sandbox unavailable: simulated"),
+        "{warning}"
+    );
+    assert_eq!(messages[0]["level"], json!(3), "vim.log.levels.WARN");
+    let report = got.text("report");
+    assert!(
+        report.contains("WARNING exec sandbox unavailable: simulated"),
+        "{report}"
+    );
+}

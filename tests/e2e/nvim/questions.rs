@@ -145,6 +145,11 @@ T.put('asked', asked)
         asked[0].starts_with("tandem wants to: Run `echo allowed-ran`: Allow once | Always allow"),
         "{asked:?}"
     );
+    // The daemon's whole list is shown, lifting the sandbox last.
+    assert!(
+        asked[0].ends_with(" | Allow once without the sandbox"),
+        "{asked:?}"
+    );
     let requests = server.requests();
     let first = &requests[1].tool_messages()[0].1;
     assert!(first.contains("allowed-ran"), "{first}");

@@ -4,6 +4,11 @@
 
 mod acp;
 mod attach;
+mod buffers;
+mod cancel;
+mod ordering;
+mod progress;
+mod requests;
 mod security;
 mod shim;
 
@@ -20,7 +25,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio_util::compat::Compat;
 
-use crate::support::client::{file_uri, tandem_bin, WAIT};
+use crate::support::client::{file_uri, tandem_bin, EditorOptions, WAIT};
 
 /// A `tandem serve` child with its own `$TANDEM_HOME`.
 pub struct Serve {
@@ -348,5 +353,14 @@ impl Drop for StopOnDrop {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
+    }
+}
+
+/// How to spawn an editor's `tandem lsp --attach` on `home`.
+pub fn attach_options(home: &Arc<tempfile::TempDir>) -> EditorOptions {
+    EditorOptions {
+        args: vec!["lsp".into(), "--attach".into()],
+        home: Some(home.clone()),
+        ..EditorOptions::default()
     }
 }

@@ -6,18 +6,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{log_lines, read_serve_json, StopOnDrop};
-use crate::support::client::{agent_text, Editor, EditorOptions};
+use super::{attach_options, log_lines, read_serve_json, StopOnDrop};
+use crate::support::client::{agent_text, Editor};
 use crate::support::model_server::openai::{delta, ending};
 use crate::support::model_server::{ModelServer, Reply, SseStep};
-
-fn attach_options(home: &std::sync::Arc<tempfile::TempDir>) -> EditorOptions {
-    EditorOptions {
-        args: vec!["lsp".into(), "--attach".into()],
-        home: Some(home.clone()),
-        ..EditorOptions::default()
-    }
-}
 
 #[tokio::test]
 async fn lsp_attach_starts_a_serve_and_runs_a_turn_like_stdio() {
@@ -36,6 +28,9 @@ async fn lsp_attach_starts_a_serve_and_runs_a_turn_like_stdio() {
             .contains(&json!("tandem/attachSession")),
         "{init}"
     );
+    // The serve says whether it confines commands, like `tandem lsp` does.
+    let sandbox = &init["result"]["capabilities"]["experimental"]["tandem"]["sandbox"];
+    assert!(sandbox["available"].is_boolean(), "{init}");
     let info = read_serve_json(home.path()).expect("the shim started a serve");
     assert_ne!(info["pid"], editor.pid());
 

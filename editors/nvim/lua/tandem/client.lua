@@ -102,8 +102,9 @@ function M.start()
     init_options = config.current.init_options,
     -- The agent must see every keystroke before a prompt goes out.
     flags = { debounce_text_changes = 0 },
-    on_init = function()
+    on_init = function(client)
       state.ready = true
+      M.warn_without_sandbox(client)
       -- Outside the initialize callback, so handlers may use the client.
       vim.schedule(function()
         for _, buf in ipairs(vim.api.nvim_list_bufs()) do
@@ -147,6 +148,24 @@ end
 --- The running client, if any.
 function M.get()
   return state.id and vim.lsp.get_client_by_id(state.id) or nil
+end
+
+--- The exec sandbox as the daemon's initialize answer reports it
+--- (`capabilities.experimental.tandem.sandbox`), or nil.
+function M.sandbox(client)
+  return vim.tbl_get(client.server_capabilities or {}, 'experimental', 'tandem', 'sandbox')
+end
+
+--- Says once per start when the daemon has no exec sandbox: commands then
+--- ask permission every time, even in auto mode.
+function M.warn_without_sandbox(client)
+  local sandbox = M.sandbox(client)
+  if sandbox and sandbox.available == false then
+    local reason = type(sandbox.reason) == 'string' and sandbox.reason or 'exec sandbox unavailable'
+    vim.schedule(function()
+      vim.notify('tandem: ' .. reason, vim.log.levels.WARN)
+    end)
+  end
 end
 
 --- Runs `send(client)` once the daemon is initialized (starting it if

@@ -89,6 +89,12 @@ function M.check()
   local client = require('tandem.client').get()
   if client then
     health.ok('running (client ' .. client.id .. ', root ' .. tostring(client.root_dir) .. ')')
+    local sandbox = require('tandem.client').sandbox(client)
+    if sandbox and sandbox.available == false then
+      health.warn(tostring(sandbox.reason), { 'commands ask permission every time, even in auto mode' })
+    elseif sandbox then
+      health.ok('exec sandbox: Landlock ABI ' .. tostring(sandbox.landlockAbi) .. ', network isolated')
+    end
   else
     health.info('not running yet (it starts with the first prompt)')
   end

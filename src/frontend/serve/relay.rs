@@ -1,0 +1,485 @@
+//! The relay both shims (`tandem lsp --attach`, `tandem acp --attach`) run
+//! between an editor's stdio and the serve: one WebSocket, the ids of our
+//! own requests and what each answer is for, attaching to sessions, and the
+//! serve's messages written to stdout.
+//!
+//! The serve → editor path is one thread: it owns the WebSocket (on a
+//! current-thread runtime of its own, so the socket's readiness wakes that
+//! thread directly) and stdout, and writes each message the moment it is
+//! read. Every chunk costs one wake-up in the shim, not three (the socket's
+//! reader task, a queue, the stdout thread). The editor → serve path queues
+//! to that thread.
+//!
+//! A shim supplies its [`Dialect`]: how a frame is written, what a session's
+//! message becomes for its editor, and what a load is answered.
+//!
+//! Invariant: the serve's messages reach stdout in the order it sent them,
+//! so a turn's updates still precede its prompt's answer.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSenderT};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::client::{connect_or_start, WsReceiver};
+
+/// How a shim speaks to its editor.
+pub trait Dialect: Send + 'static {
+    /// One message body as written to stdout.
+    fn frame(&self, body: &[u8]) -> Vec<u8>;
+    /// The bodies the editor gets for one message of a session (`raw`: the
+    /// whole JSON-RPC message, as the serve sent it).
+    fn session_message(&self, raw: &str) -> Vec<Vec<u8>>;
+    /// The result of a load request once its replay is out (`attached`:
+    /// the params of `tandem/attached`).
+    fn loaded(&self, attached: &Value) -> Value;
+}
+
+/// What an id of ours is waiting for.
+pub enum Ours {
+    /// A relayed notification: release the editor's next message.
+    Ack(oneshot::Sender<()>),
+    /// Drop the answer.
+    Ignore,
+    /// The answer is a subscription id for an attach; `load` is the
+    /// editor's load request id, if it asked.
+    Attach { load: Option<Value> },
+    /// The editor's `tandem/newSession` (`session/new`) request `id`:
+    /// attach to the new session, then pass the answer on.
+    NewSession { id: Value },
+    /// Answer the editor's request `id` with the serve's answer, rewritten.
+    Reply {
+        id: Value,
+        rewrite: fn(Value) -> Value,
+    },
+}
+
+#[derive(Default)]
+struct State {
+    ours: HashMap<String, Ours>,
+    /// Subscription id → the editor's load request id to answer when the
+    /// replay ends.
+    loads: HashMap<String, Value>,
+    next: u64,
+}
+
+impl State {
+    fn id(&mut self, what: Ours) -> String {
+        self.next += 1;
+        let id = format!("shim-{}", self.next);
+        self.ours.insert(id.clone(), what);
+        id
+    }
+}
+
+enum ToLink {
+    /// A message for the serve.
+    Serve(String),
+    /// A message body for the editor.
+    Editor(Vec<u8>),
+}
+
+/// The editor side's handle on the relay.
+pub struct Relay {
+    state: Arc<Mutex<State>>,
+    to_link: mpsc::UnboundedSender<ToLink>,
+    /// Cancelled when the connection to the serve ends.
+    pub serve_gone: CancellationToken,
+    done: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Relay {
+    /// Connects to the serve (starting one if none runs) and starts the
+    /// link thread; says why not on stderr.
+    pub async fn open(home: &Path, who: &str, dialect: impl Dialect) -> Option<Relay> {
+        let max = super::serve_config(home)
+            .map(|c| c.max_message_bytes)
+            .unwrap_or(64 << 20);
+        let state = Arc::new(Mutex::new(State::default()));
+        let (to_link, queue) = mpsc::unbounded_channel();
+        let serve_gone = CancellationToken::new();
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let link = Link {
+            state: state.clone(),
+            dialect,
+            queue,
+            gone: serve_gone.clone(),
+        };
+        let home = home.to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("tandem-shim-link".to_string())
+            .spawn(move || link.run(&home, max, ready_tx))
+            .map_err(|e| tracing::error!("{who}: cannot start the link thread: {e}"))
+            .ok()?;
+        match ready_rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!("{who}: {e}");
+                return None;
+            }
+            Err(_) => {
+                tracing::error!("{who}: the link thread ended before connecting");
+                return None;
+            }
+        }
+        Some(Relay {
+            state,
+            to_link,
+            serve_gone,
+            done: Mutex::new(Some(thread)),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends `message` to the serve under an id of ours standing for `what`.
+    pub fn request(&self, what: Ours, mut message: Value) {
+        message["id"] = json!(self.state().id(what));
+        self.send(&message);
+    }
+
+    /// Sends `message` to the serve as it is.
+    pub fn send(&self, message: &Value) {
+        let _ = self.to_link.send(ToLink::Serve(message.to_string()));
+    }
+
+    /// Sends a notification as a request of ours and waits (up to 10 s)
+    /// until the serve has handled it: the serve handles a connection's
+    /// messages concurrently, and the editor's order must hold.
+    pub async fn notify_in_order(&self, mut message: Value) {
+        let (done_tx, done_rx) = oneshot::channel();
+        if message.get("params").is_none_or(Value::is_null) {
+            message["params"] = json!({});
+        }
+        let method = message["method"].clone();
+        self.request(Ours::Ack(done_tx), message);
+        if tokio::time::timeout(Duration::from_secs(10), done_rx)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the serve took more than 10 s to handle {method}");
+        }
+    }
+
+    /// The editor's answer to one of the daemon's requests, as
+    /// `tandem/respond`.
+    pub fn respond(&self, answer: &Value) {
+        let mut params = json!({"id": answer["id"]});
+        match answer.get("error") {
+            Some(error) => params["error"] = error.clone(),
+            None => params["result"] = answer.get("result").cloned().unwrap_or(Value::Null),
+        }
+        self.request(
+            Ours::Ignore,
+            json!({"jsonrpc": "2.0", "method": "tandem/respond", "params": params}),
+        );
+    }
+
+    /// Attaches to `session_id`; `load` is the editor's request to answer
+    /// when the replay ends.
+    pub fn attach(&self, session_id: &Value, load: Option<Value>) {
+        self.request(
+            Ours::Attach { load },
+            json!({"jsonrpc": "2.0", "method": "tandem/attachSession",
+                   "params": {"sessionId": session_id}}),
+        );
+    }
+
+    /// Writes a message of the shim's own to the editor.
+    pub fn to_editor(&self, message: &Value) {
+        match serde_json::to_vec(message) {
+            Ok(body) => {
+                let _ = self.to_link.send(ToLink::Editor(body));
+            }
+            Err(e) => tracing::error!("cannot serialize a message for the editor: {e}"),
+        }
+    }
+
+    /// Ends the relay: what is queued goes out, the WebSocket closes.
+    pub async fn close(self) {
+        let Relay { to_link, done, .. } = self;
+        drop(to_link);
+        let thread = done.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(thread) = thread {
+            let joined = tokio::task::spawn_blocking(move || thread.join());
+            let _ = tokio::time::timeout(Duration::from_secs(2), joined).await;
+        }
+    }
+}
+
+/// The link thread: the WebSocket and stdout.
+struct Link<D> {
+    state: Arc<Mutex<State>>,
+    dialect: D,
+    queue: mpsc::UnboundedReceiver<ToLink>,
+    gone: CancellationToken,
+}
+
+/// A received message and the receiver, so a pending receive is never
+/// dropped half-way (the receiver is not cancel-safe).
+async fn receive_owned(mut rx: WsReceiver) -> (WsReceiver, Option<String>) {
+    loop {
+        let text = match rx.receive().await {
+            Ok(ReceivedMessage::Text(text)) => Some(text),
+            Ok(ReceivedMessage::Bytes(bytes)) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+            Ok(ReceivedMessage::Pong) => continue,
+            Err(e) => {
+                tracing::warn!("connection to the serve ended: {e}");
+                None
+            }
+        };
+        return (rx, text);
+    }
+}
+
+impl<D: Dialect> Link<D> {
+    fn run(mut self, home: &Path, max: u32, ready: oneshot::Sender<Result<(), String>>) {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(e) => {
+                let _ = ready.send(Err(format!("cannot start the link's runtime: {e}")));
+                return;
+            }
+        };
+        runtime.block_on(async {
+            let (mut ws_tx, ws_rx) = match connect_or_start(home, max).await {
+                Ok(pair) => pair,
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
+            };
+            let _ = ready.send(Ok(()));
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            let mut receiving = Box::pin(receive_owned(ws_rx));
+            loop {
+                tokio::select! {
+                    (rx, text) = &mut receiving => {
+                        let Some(text) = text else { break };
+                        let mut replies = Vec::new();
+                        if !self.on_serve_message(&text, &mut out, &mut replies) {
+                            break;
+                        }
+                        let mut sent = true;
+                        for reply in replies {
+                            sent = sent && ws_tx.send(reply).await.is_ok();
+                        }
+                        if !sent {
+                            break;
+                        }
+                        receiving = Box::pin(receive_owned(rx));
+                    }
+                    item = self.queue.recv() => match item {
+                        Some(ToLink::Serve(text)) => {
+                            if ws_tx.send(text).await.is_err() {
+                                break;
+                            }
+                        }
+                        Some(ToLink::Editor(body)) => {
+                            if !self.write(&mut out, &body) {
+                                break;
+                            }
+                        }
+                        None => {
+                            let _ = out.flush();
+                            let _ = ws_tx.close().await;
+                            return;
+                        }
+                    },
+                }
+            }
+            let _ = out.flush();
+            self.gone.cancel();
+        });
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes one body to stdout and flushes; false once stdout is gone.
+    fn write(&self, out: &mut impl Write, body: &[u8]) -> bool {
+        match out
+            .write_all(&self.dialect.frame(body))
+            .and_then(|_| out.flush())
+        {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!("cannot write to stdout: {e}");
+                false
+            }
+        }
+    }
+
+    fn write_json(&self, out: &mut impl Write, message: &Value) -> bool {
+        match serde_json::to_vec(message) {
+            Ok(body) => self.write(out, &body),
+            Err(_) => true,
+        }
+    }
+
+    /// Handles one message from the serve; what must go back to the serve
+    /// goes into `replies`. False once stdout is gone.
+    fn on_serve_message(
+        &self,
+        text: &str,
+        out: &mut impl Write,
+        replies: &mut Vec<String>,
+    ) -> bool {
+        if let Some(session) = session_message(text) {
+            if session.attached.is_none() {
+                for body in self.dialect.session_message(session.raw.get()) {
+                    if !self.write(out, &body) {
+                        return false;
+                    }
+                }
+                return true;
+            }
+            let load = self.state().loads.remove(&session.subscription);
+            return match (load, session.attached) {
+                (Some(load), Some(params)) => self.write_json(
+                    out,
+                    &json!({"jsonrpc": "2.0", "id": load, "result": self.dialect.loaded(&params)}),
+                ),
+                _ => true,
+            };
+        }
+        let Ok(mut message) = serde_json::from_str::<Value>(text) else {
+            tracing::error!("the serve sent something that is not JSON");
+            return true;
+        };
+        let ours = message["id"]
+            .as_str()
+            .and_then(|id| self.state().ours.remove(id));
+        match ours {
+            Some(Ours::Ack(done)) => {
+                let _ = done.send(());
+                true
+            }
+            Some(Ours::Ignore) => true,
+            Some(Ours::Reply { id, rewrite }) => {
+                let mut answer = rewrite(message);
+                answer["id"] = id;
+                self.write_json(out, &answer)
+            }
+            Some(Ours::Attach { load }) => match (message.get("result"), load) {
+                (Some(subscription), Some(load)) => {
+                    self.state().loads.insert(subscription.to_string(), load);
+                    true
+                }
+                (None, Some(load)) => {
+                    // The attach failed: that is the load's answer.
+                    message["id"] = load;
+                    self.write_json(out, &message)
+                }
+                _ => true,
+            },
+            Some(Ours::NewSession { id }) => {
+                if let Some(session_id) = message["result"].get("sessionId").cloned() {
+                    // Attached before the editor hears of the session, so
+                    // nothing it asks next can outrun the attach.
+                    let ours = self.state().id(Ours::Attach { load: None });
+                    replies.push(
+                        json!({"jsonrpc": "2.0", "id": ours, "method": "tandem/attachSession",
+                               "params": {"sessionId": session_id}})
+                        .to_string(),
+                    );
+                }
+                message["id"] = id;
+                self.write_json(out, &message)
+            }
+            // The answer to a request relayed with the editor's own id.
+            None => self.write_json(out, &message),
+        }
+    }
+}
+
+/// A `tandem/sessionMessage`, read without building a JSON tree (the path
+/// of every streamed chunk).
+struct SessionMessage<'a> {
+    subscription: String,
+    raw: &'a RawValue,
+    /// The params of `tandem/attached`, when it is that.
+    attached: Option<Value>,
+}
+
+fn session_message(text: &str) -> Option<SessionMessage<'_>> {
+    #[derive(Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow)]
+        params: Option<&'a RawValue>,
+    }
+    #[derive(Deserialize)]
+    struct Params<'a> {
+        #[serde(borrow)]
+        subscription: &'a RawValue,
+        #[serde(borrow)]
+        result: &'a RawValue,
+    }
+    #[derive(Deserialize)]
+    struct Inner<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+        params: Option<Value>,
+    }
+    let envelope: Envelope<'_> = serde_json::from_str(text).ok()?;
+    if envelope.method.as_deref() != Some("tandem/sessionMessage") {
+        return None;
+    }
+    let params: Params<'_> = serde_json::from_str(envelope.params?.get()).ok()?;
+    // Only `tandem/attached` needs its params; skip building them
+    // otherwise (an update's params are the bulk of it).
+    let is_attached = params.result.get().contains("\"tandem/attached\"");
+    let attached = if is_attached {
+        let inner: Inner<'_> = serde_json::from_str(params.result.get()).ok()?;
+        (inner.method.as_deref() == Some("tandem/attached"))
+            .then(|| inner.params.unwrap_or(Value::Null))
+    } else {
+        None
+    };
+    Some(SessionMessage {
+        subscription: params.subscription.get().to_string(),
+        raw: params.result,
+        attached,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_message_is_read_without_its_params_unless_it_is_attached() {
+        let update = r#"{"jsonrpc":"2.0","method":"tandem/sessionMessage","params":{"subscription":7,"result":{"jsonrpc":"2.0","method":"tandem/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"tandem/attached"}}}}}}"#;
+        let message = session_message(update).unwrap();
+        assert_eq!(message.subscription, "7");
+        assert!(message.attached.is_none());
+        assert!(message
+            .raw
+            .get()
+            .starts_with(r#"{"jsonrpc":"2.0","method":"tandem/update""#));
+
+        let attached = r#"{"jsonrpc":"2.0","method":"tandem/sessionMessage","params":{"subscription":"a","result":{"jsonrpc":"2.0","method":"tandem/attached","params":{"sessionId":"s","replayed":3}}}}"#;
+        let message = session_message(attached).unwrap();
+        assert_eq!(message.subscription, r#""a""#);
+        assert_eq!(message.attached.unwrap()["replayed"], 3);
+
+        assert!(session_message(r#"{"jsonrpc":"2.0","id":"shim-1","result":5}"#).is_none());
+    }
+}

@@ -1,0 +1,326 @@
+//! The one writer of the process's stdout, shared by the stdio frontends
+//! (LSP, ACP and the serve shims): a queue in front of a thread that
+//! writes each frame as it is queued, and the rules for an editor that
+//! reads more slowly than the model streams.
+//!
+//! - Every byte queued is charged to the connection's [`OutputBudget`]
+//!   and released once written; above the budget's cap, turns stop
+//!   reading the model stream (the core waits), so pending output stays
+//!   bounded. Nothing is ever dropped.
+//! - Streamed chunks stay events until written, so the chunks that queue
+//!   up behind a slow editor merge ([`PendingFrames`]).
+//! - Once the editor is known to be slow (more than [`SLOW_FRAMES`]
+//!   frames written and unread), a frame is written only when the editor
+//!   has read everything before it: the rest waits here, where chunks
+//!   merge, instead of in the kernel's pipe, where they cannot. The
+//!   editor then reads few, large frames, and a turn's answer is never
+//!   more than a frame or two behind its last chunk. When the editor has
+//!   read everything by the time the next frame is ready, a few frames in
+//!   a row, it is fast again.
+//!
+//! Invariant: frames are written in the order they were queued.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::client_pipe::{Backlog, ClientOut};
+use super::coalesce::{is_chunk, Pending, PendingFrames, MERGE_BACKLOG};
+use super::updates::update_notification;
+use crate::core::log::LoggedEvent;
+use crate::core::output_budget::{OutputBudget, DEFAULT_OUTPUT_CAP};
+
+/// Frames written and not yet read above which the editor is slow: as
+/// many as the backlog behind which chunks merge anyway, so an editor only
+/// held up for a moment (a busy machine) is not taken for a slow one.
+pub(crate) const SLOW_FRAMES: usize = MERGE_BACKLOG;
+
+/// Frames in a row that the editor had read before the next was ready,
+/// after which a slow editor is fast again.
+const CAUGHT_UP_FRAMES: usize = 8;
+
+/// Longest wait between two looks at whether a slow editor has read.
+const LONGEST_LOOK: Duration = Duration::from_millis(8);
+
+/// What the writer task is asked to do.
+pub(crate) enum Outbound {
+    /// A JSON-RPC message body to frame and write.
+    Frame(Vec<u8>),
+    /// A streamed chunk of a session, which may merge with the chunks
+    /// after it while the editor is slow to read; charged `charge` bytes.
+    Chunk(String, Box<LoggedEvent>, usize),
+    /// Write everything queued so far, then stop.
+    Close(oneshot::Sender<()>),
+}
+
+/// How a message body becomes bytes on the wire (LSP: a `Content-Length`
+/// header; ACP: a trailing newline).
+pub(crate) type Framer = fn(&[u8]) -> Vec<u8>;
+
+/// How a streamed chunk becomes a message body (LSP: `tandem/update`;
+/// ACP: `session/update`).
+pub(crate) type ChunkBody = fn(&str, &LoggedEvent) -> Option<Vec<u8>>;
+
+/// The queue in front of stdout.
+#[derive(Clone)]
+pub struct OutboundQueue {
+    tx: mpsc::UnboundedSender<Outbound>,
+    /// What is queued and not written, for the writer of stdout; `None`
+    /// for a queue read by something else.
+    budget: Option<Arc<OutputBudget>>,
+}
+
+impl OutboundQueue {
+    /// A queue and the receiving end its reader reads (no output budget).
+    pub(crate) fn channel() -> (OutboundQueue, mpsc::UnboundedReceiver<Outbound>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (OutboundQueue { tx, budget: None }, rx)
+    }
+
+    /// The budget of output queued and not written yet, for the sinks to
+    /// hand to the core.
+    pub(crate) fn output_budget(&self) -> Option<&OutputBudget> {
+        self.budget.as_deref()
+    }
+
+    /// Asks the writer to write what is queued and stop; waits for it.
+    pub(crate) async fn close(&self) {
+        let (done_tx, done_rx) = oneshot::channel();
+        if self.tx.send(Outbound::Close(done_tx)).is_ok() {
+            let _ = done_rx.await;
+        }
+    }
+
+    pub fn send_body(&self, body: Vec<u8>) {
+        self.charge(body.len());
+        if let Err(unsent) = self.tx.send(Outbound::Frame(body)) {
+            // The writer stopped (its editor is gone): nothing is owed.
+            if let Outbound::Frame(body) = unsent.0 {
+                self.release(body.len());
+            }
+        }
+    }
+
+    /// Queues a streamed chunk of `session_id`, to be made a message body
+    /// by the writer's [`ChunkBody`] when it is written.
+    pub(crate) fn send_chunk(&self, session_id: &str, event: &LoggedEvent) {
+        let charge = chunk_charge(session_id, event);
+        self.charge(charge);
+        let chunk = Outbound::Chunk(session_id.to_string(), Box::new(event.clone()), charge);
+        if self.tx.send(chunk).is_err() {
+            self.release(charge);
+        }
+    }
+
+    /// Queues a session's `tandem/update`; a chunk stays mergeable until
+    /// written.
+    pub fn send_update(&self, session_id: &str, event: &LoggedEvent) {
+        if is_chunk(&event.event) {
+            self.send_chunk(session_id, event);
+        } else if let Some(body) = update_notification(session_id, event) {
+            self.send_body(body);
+        }
+    }
+
+    pub fn send_json(&self, value: &serde_json::Value) {
+        match serde_json::to_vec(value) {
+            Ok(body) => self.send_body(body),
+            Err(e) => tracing::error!("cannot serialize outgoing message: {e}"),
+        }
+    }
+
+    fn charge(&self, bytes: usize) {
+        if let Some(budget) = &self.budget {
+            budget.charge(bytes);
+        }
+    }
+
+    fn release(&self, bytes: usize) {
+        if let Some(budget) = &self.budget {
+            budget.release(bytes);
+        }
+    }
+}
+
+/// What a queued chunk costs: its strings, and room for the event around
+/// them and the message it becomes.
+fn chunk_charge(session_id: &str, event: &LoggedEvent) -> usize {
+    const AROUND: usize = 256;
+    let text = match &event.event {
+        crate::vocab::event::Event::AssistantChunk { text, turn_id, .. }
+        | crate::vocab::event::Event::ThoughtChunk { text, turn_id, .. } => {
+            text.len() + turn_id.len()
+        }
+        _ => 0,
+    };
+    AROUND + session_id.len() + event.ts.len() + text
+}
+
+/// Starts the thread that owns the process's stdout and returns the queue
+/// in front of it; streamed chunks become `tandem/update` notifications.
+pub(crate) fn stdout_writer(frame: Framer) -> OutboundQueue {
+    stdout_writer_with(frame, update_notification)
+}
+
+/// [`stdout_writer`] with chunks made message bodies by `chunk_body`.
+///
+/// A thread of its own writes each frame the moment it is queued, with no
+/// hand-off to tokio's blocking pool per write (a thread wake-up per
+/// frame).
+pub(crate) fn stdout_writer_with(frame: Framer, chunk_body: ChunkBody) -> OutboundQueue {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let budget = Arc::new(OutputBudget::new(DEFAULT_OUTPUT_CAP));
+    let out = OutboundQueue {
+        tx,
+        budget: Some(budget.clone()),
+    };
+    let started = std::thread::Builder::new()
+        .name("tandem-stdout".to_string())
+        .spawn(move || {
+            let writer = Writer {
+                frame,
+                chunk_body,
+                budget: budget.clone(),
+            };
+            match ClientOut::stdout() {
+                Ok(client) => writer.run(rx, client),
+                Err(e) => tracing::error!("cannot open stdout: {e}"),
+            }
+            // Nothing more will be written: no turn may wait for it.
+            budget.close();
+        });
+    if let Err(e) = started {
+        tracing::error!("cannot start the stdout writer: {e}");
+    }
+    out
+}
+
+struct Writer {
+    frame: Framer,
+    chunk_body: ChunkBody,
+    budget: Arc<OutputBudget>,
+}
+
+impl Writer {
+    fn run(&self, mut rx: mpsc::UnboundedReceiver<Outbound>, mut client: ClientOut) {
+        // What arrived while the editor was behind waits here, with
+        // adjacent chunks of one message merged.
+        let mut pending: PendingFrames<Outbound> = PendingFrames::default();
+        let mut backlog = Backlog::default();
+        let mut caught_up = 0;
+        loop {
+            if pending.is_empty() {
+                match rx.blocking_recv() {
+                    Some(item) => self.take(&mut pending, item),
+                    None => return,
+                }
+            }
+            self.drain(&mut rx, &mut pending);
+            if pending.eager {
+                // Slow: write only to an editor that has read everything.
+                if self.wait_until_read(&client, &mut rx, &mut pending) {
+                    caught_up += 1;
+                    if caught_up >= CAUGHT_UP_FRAMES {
+                        tracing::debug!("the editor reads as fast as we write again");
+                        pending.eager = false;
+                    }
+                } else {
+                    caught_up = 0;
+                }
+            }
+            let Some(next) = pending.pop() else { continue };
+            let (body, charge) = match next {
+                Pending::Chunk {
+                    session,
+                    event,
+                    charge,
+                } => ((self.chunk_body)(&session, &event), charge),
+                Pending::Other(Outbound::Frame(body)) => {
+                    let charge = body.len();
+                    (Some(body), charge)
+                }
+                Pending::Other(Outbound::Chunk(..)) => continue,
+                Pending::Other(Outbound::Close(done)) => {
+                    let _ = done.send(());
+                    return;
+                }
+            };
+            let Some(body) = body else {
+                self.budget.release(charge);
+                continue;
+            };
+            let bytes = (self.frame)(&body);
+            if let Err(e) = client.write_frame(&bytes) {
+                tracing::error!("cannot write to stdout: {e}");
+                return;
+            }
+            self.budget.release(charge);
+            backlog.wrote(bytes.len());
+            if !pending.eager {
+                if let Some(unread) = client.unread() {
+                    let frames = backlog.frames_unread(unread);
+                    if frames > SLOW_FRAMES {
+                        tracing::debug!("the editor reads slowly ({frames} frames, {unread} bytes unread): merging, one frame at a time");
+                        pending.eager = true;
+                        caught_up = 0;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits until the editor has read everything written, taking in what
+    /// is queued meanwhile; says whether it had already read it all.
+    fn wait_until_read(
+        &self,
+        client: &ClientOut,
+        rx: &mut mpsc::UnboundedReceiver<Outbound>,
+        pending: &mut PendingFrames<Outbound>,
+    ) -> bool {
+        let mut look = Duration::from_millis(1);
+        let mut waited = false;
+        while client.unread().is_some_and(|n| n > 0) {
+            if client.reader_gone() {
+                // The next write fails and says so.
+                break;
+            }
+            waited = true;
+            // No kernel event says "the reader has read it all", so look
+            // again soon; more often at first, for an editor only a little
+            // behind.
+            std::thread::sleep(look);
+            look = (look * 2).min(LONGEST_LOOK);
+            self.drain(rx, pending);
+        }
+        !waited
+    }
+
+    fn drain(
+        &self,
+        rx: &mut mpsc::UnboundedReceiver<Outbound>,
+        pending: &mut PendingFrames<Outbound>,
+    ) {
+        while let Ok(item) = rx.try_recv() {
+            self.take(pending, item);
+        }
+    }
+
+    fn take(&self, pending: &mut PendingFrames<Outbound>, item: Outbound) {
+        let freed = pending.push(pending_frame(item));
+        if freed > 0 {
+            self.budget.release(freed);
+        }
+    }
+}
+
+fn pending_frame(item: Outbound) -> Pending<Outbound> {
+    match item {
+        Outbound::Chunk(session, event, charge) => Pending::Chunk {
+            session,
+            event,
+            charge,
+        },
+        other => Pending::Other(other),
+    }
+}

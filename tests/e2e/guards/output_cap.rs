@@ -1,0 +1,138 @@
+//! Never flood a slow editor, the memory half: while the editor reads
+//! nothing, the daemon stops reading the model's stream once its pending
+//! output reaches the cap, so the model server's writes back up (its
+//! socket buffers fill) and the daemon's memory stays bounded; when the
+//! editor reads again, the turn goes on and the text arrives whole and in
+//! order.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::io::BufReader;
+use tokio::process::Command;
+
+use super::slow_reader::{read_until_response, send};
+use crate::support::client::{file_uri, tandem_bin};
+use crate::support::model_server::{openai, ModelServer, Reply};
+
+/// 32 MiB of answer: far more than the output cap (1 MiB) and the
+/// loopback socket buffers between the daemon and the model server.
+const CHUNKS: usize = 4096;
+const CHUNK_BYTES: usize = 8192;
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmRSS of the daemon")
+}
+
+#[tokio::test]
+async fn an_editor_that_stops_reading_stops_the_model_stream_and_memory_stays_bounded() {
+    let server = ModelServer::start().await;
+    let pieces: Vec<String> = (0..CHUNKS)
+        .map(|i| format!("<{i:05}>{}", "x".repeat(CHUNK_BYTES - 7)))
+        .collect();
+    let mut steps = vec![openai::delta(json!({"role": "assistant", "content": ""}))];
+    steps.extend(pieces.iter().map(|p| openai::delta(json!({"content": p}))));
+    steps.extend(openai::ending("stop"));
+    server.push(Reply::Sse(steps));
+    let home = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let mut child = Command::new(tandem_bin())
+        .arg("lsp")
+        .env("TANDEM_HOME", home.path())
+        .env("TANDEM_FSYNC", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"processId": null, "rootUri": file_uri(root.path()), "capabilities": {}}}),
+    )
+    .await;
+    read_until_response(&mut stdout, 1).await;
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}),
+    )
+    .await;
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tandem/newSession",
+        "params": {"config": server.session_config()}}),
+    )
+    .await;
+    let frames = read_until_response(&mut stdout, 2).await;
+    let session = frames.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let before = rss_kib(pid);
+
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tandem/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "talk"}]}}),
+    )
+    .await;
+    // The editor reads nothing. The model server writes as fast as its
+    // socket lets it; once it has written nothing for a second, its
+    // writes are blocked: the daemon stopped reading.
+    let started = Instant::now();
+    let (mut seen, mut since) = (0, Instant::now());
+    let mut peak = 0;
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        peak = peak.max(rss_kib(pid));
+        let written = server.chunk_write_times().len();
+        assert!(
+            written < CHUNKS,
+            "the daemon read the whole {} MiB stream while its editor read nothing",
+            (CHUNKS * CHUNK_BYTES) >> 20
+        );
+        if written != seen {
+            (seen, since) = (written, Instant::now());
+        } else if seen > 0 && since.elapsed() >= Duration::from_secs(1) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the model server kept writing ({written} chunks) for a minute"
+        );
+    }
+    let grew_mib = peak.saturating_sub(before) as f64 / 1024.0;
+    println!("paused: {seen} of {CHUNKS} chunks written by the model server, daemon grew {grew_mib:.1} MiB");
+    assert!(
+        grew_mib < 16.0,
+        "the daemon grew by {grew_mib:.1} MiB while its editor read nothing \
+         ({seen} of {CHUNKS} chunks of {CHUNK_BYTES} bytes taken)"
+    );
+
+    // The editor reads again: the turn goes on to its end, and nothing
+    // was lost or reordered.
+    let frames = read_until_response(&mut stdout, 3).await;
+    let updates: Vec<&Value> = frames
+        .iter()
+        .filter(|m| m["method"] == "tandem/update")
+        .map(|m| &m["params"]["update"])
+        .collect();
+    let text: String = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap())
+        .collect();
+    assert!(text == pieces.concat(), "the exact text, in order");
+    assert_eq!(updates.last().unwrap()["sessionUpdate"], "turn_end");
+    assert_eq!(frames.last().unwrap()["result"]["stopReason"], "end_turn");
+}
