@@ -502,6 +502,26 @@ async fn daemon_rss(
     server.push(openai::text(["ok"]));
     editor.prompt(session_id, "one more").await;
     let held = rss_bytes(pid);
+    // `TANDEM_BENCH_TRIM=1`: how much of it the allocator holds free, by
+    // asking glibc to return it (gdb calls `malloc_trim(0)` in the daemon).
+    if std::env::var("TANDEM_BENCH_TRIM").is_ok_and(|v| v == "1") {
+        let trimmed = std::process::Command::new("gdb")
+            .args([
+                "-p",
+                &pid.to_string(),
+                "-batch",
+                "-ex",
+                "call (int)malloc_trim(0)",
+            ])
+            .output();
+        match trimmed {
+            Ok(out) if out.status.success() => println!(
+                "  after malloc_trim(0) in the daemon: RSS {} MB",
+                mb(rss_bytes(pid))
+            ),
+            _ => println!("  TANDEM_BENCH_TRIM: gdb could not attach; not measured"),
+        }
+    }
     let body = server.requests()[before..]
         .last()
         .expect("the prompt reached the model server")
