@@ -20,6 +20,7 @@ mod nvim;
 mod provider_anthropic;
 mod provider_openai;
 mod real_model;
+mod reliability;
 mod replay;
 mod request_bodies;
 mod sandbox;
