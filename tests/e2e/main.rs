@@ -22,6 +22,7 @@ mod provider_openai;
 mod real_model;
 mod reliability;
 mod replay;
+mod request_bodies;
 mod sandbox;
 mod serve;
 mod sessions;
