@@ -1,6 +1,7 @@
-//! Step overhead (issue 3): from the last tool result of a step being
-//! ready to the first byte of the next model request reaching the model
-//! server, with a 200-message and a 5,000-message history.
+//! Step overhead (issues 3 and 15): from the last tool result of a step
+//! being ready to the first byte of the next model request reaching the
+//! model server, with histories of 200, 1,000, 5,000 and 20,000 messages
+//! side by side, and the daemon's RSS holding the 5,000-message session.
 //!
 //! In process: a daemon (`Daemon::new`, default durability unless stated),
 //! a registered tool `stamp` that records `Instant::now()` as the last thing
@@ -10,19 +11,30 @@
 //!
 //! How the history is built: one prompt, then one turn of scripted steps.
 //! "Bulk" steps each call `stamp` up to 49 times (50 messages per step:
-//! the assistant message and 49 tool results) until the history is 60
-//! messages short of its target; then 60 measured steps call it once each (2
-//! messages per step), so the measured requests carry the target size
-//! ± 60 messages (the median is printed). Every call has distinct
-//! arguments, so loop detection stays quiet. Tool results are 200 bytes.
-//! `model.context_window` is raised to 1M tokens so that trimming does not
-//! cut the 5,000 messages (about 1.1 MB of request body) short.
+//! the assistant message and 49 tool results; up to target/25 at 20,000, so
+//! the model server does not hold hundreds of multi-megabyte requests) until
+//! the history is 2 x the measured steps short of its target; then 60
+//! measured steps (20 at 20,000) call it once each (2 messages per step),
+//! so the measured requests straddle the target (the median is printed).
+//! Every call has distinct arguments, so loop detection stays quiet. Tool
+//! results are 200 bytes. `model.context_window` is raised to 100M tokens
+//! so that neither compaction nor trimming cuts the 20,000 messages (6.5 MB
+//! of request body) short.
 //!
 //! An event sink stamps `tool_result` and `step_start` (told after the log
 //! write and its fsync), which splits each gap into: tool returned ->
-//! result logged; result logged -> next step started (`step_end`,
-//! `step_start`); step started -> first byte at the server (repair, tool
-//! specs, body serialization, connect, send).
+//! next step started (the log: `tool_result`, `step_end`, `step_start`);
+//! step started -> first byte at the server (repair, tool specs, body,
+//! connect, send). That second part is then split further by timing its
+//! pieces alone on a history of the same shape, growing it by one step
+//! (2 messages) before each sample as the session does: the repair
+//! pipeline, the request body, and sending those bytes until the first
+//! byte reaches the server.
+//!
+//! Memory: the 5,000-message session is then loaded by the release binary
+//! (`tandem lsp`, `tandem/loadSession`) and prompted once; its `VmRSS` is
+//! read from `/proc` before loading and after the answer, against the size
+//! of the request body it sent.
 //!
 //! `cargo bench --bench step_overhead`
 
@@ -33,8 +45,11 @@ mod inproc;
 #[allow(dead_code)]
 #[path = "../tests/support/model_server/mod.rs"]
 mod model_server;
+#[path = "common/stdio_editor.rs"]
+mod stdio_editor;
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -54,9 +69,24 @@ use tandem::vocab::event::{
 use common::{fmt, ms, report, verdict, Stats};
 use inproc::{daemon, model_server_thread, session_config, StampingSink};
 use model_server::{openai, ModelServer, Reply};
+use stdio_editor::{tandem_bin, Editor};
 
-const MEASURED_STEPS: usize = 60;
 const BULK_CALLS: usize = 49;
+const TARGETS: [usize; 4] = [200, 1_000, 5_000, 20_000];
+
+/// Steps measured per case: fewer at 20,000, where each request is 6 MB.
+fn measured_steps(target: usize) -> usize {
+    if target > 10_000 {
+        20
+    } else {
+        60
+    }
+}
+
+/// Calls per bulk step.
+fn bulk_calls(target: usize) -> usize {
+    BULK_CALLS.max(target / 25)
+}
 const RESULT_BYTES: usize = 200;
 
 /// Returns a fixed 200-byte result and records when it returned, by call id.
@@ -116,9 +146,13 @@ struct Scenario {
     stats: Stats,
     median_messages: usize,
     median_body: usize,
-    tool_to_logged: Duration,
-    logged_to_step: Duration,
+    /// Tool returned -> next `step_start` logged.
+    log: Duration,
+    /// `step_start` -> first byte at the server.
     step_to_request: Duration,
+    /// Where the session's log is, for the memory measurement.
+    home: tempfile::TempDir,
+    session_id: String,
 }
 
 async fn run(server: &Arc<ModelServer>, target: usize, durability: Durability) -> Scenario {
@@ -133,12 +167,13 @@ async fn run(server: &Arc<ModelServer>, target: usize, durability: Durability) -
     daemon.register_tool(tool.clone());
 
     // System prompt and user message, then bulk steps of up to 50
-    // messages until the history is MEASURED_STEPS short of the target,
+    // messages until the history is the measured steps short of the target,
     // then 2 per measured step: the measured requests straddle the target.
-    let mut bulk = target.saturating_sub(MEASURED_STEPS + 2);
+    let measured = measured_steps(target);
+    let mut bulk = target.saturating_sub(measured + 2);
     let mut bulk_calls = Vec::new();
     while bulk >= 2 {
-        let calls = (bulk - 1).min(BULK_CALLS);
+        let calls = (bulk - 1).min(self::bulk_calls(target));
         bulk_calls.push(calls);
         bulk -= calls + 1;
     }
@@ -150,19 +185,19 @@ async fn run(server: &Arc<ModelServer>, target: usize, durability: Durability) -
         server.push(calls_reply(&ids, n));
         n += calls;
     }
-    let measured_ids: Vec<String> = (0..MEASURED_STEPS).map(|i| format!("m{i}")).collect();
+    let measured_ids: Vec<String> = (0..measured).map(|i| format!("m{i}")).collect();
     for id in &measured_ids {
         server.push(calls_reply(std::slice::from_ref(id), n));
         n += 1;
     }
     server.push(openai::text(["done"]));
 
-    let total_steps = bulk_steps + MEASURED_STEPS + 1;
+    let total_steps = bulk_steps + measured + 1;
     let session = daemon
         .new_session(NewSession {
             config: Some(session_config(
                 server,
-                json!({"context_window": 1_000_000}),
+                json!({"context_window": 100_000_000}),
                 json!({"max_iterations": total_steps + 10}),
             )),
             ..NewSession::default()
@@ -203,7 +238,7 @@ async fn run(server: &Arc<ModelServer>, target: usize, durability: Durability) -
     let mut gaps = Vec::new();
     let mut messages = Vec::new();
     let mut bodies = Vec::new();
-    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut a, mut c) = (Vec::new(), Vec::new());
     for (i, id) in measured_ids.iter().enumerate() {
         // The request after measured step i is step bulk + i + 2 (1-based).
         let step = (bulk_steps + i + 2) as u32;
@@ -212,8 +247,8 @@ async fn run(server: &Arc<ModelServer>, target: usize, durability: Durability) -
         let logged = logged_at[id.as_str()];
         let started = step_started[&step];
         gaps.push(request.arrived.duration_since(ready));
-        a.push(logged.duration_since(ready));
-        b.push(started.duration_since(logged));
+        assert!(logged <= started);
+        a.push(started.duration_since(ready));
         c.push(request.arrived.duration_since(started));
         messages.push(request.body["messages"].as_array().map_or(0, Vec::len));
         bodies.push(request.raw_body.len());
@@ -231,10 +266,11 @@ async fn run(server: &Arc<ModelServer>, target: usize, durability: Durability) -
         stats: Stats::of(&gaps),
         median_messages: messages[messages.len() / 2],
         median_body: bodies[bodies.len() / 2],
-        tool_to_logged: Stats::of(&a).median,
-        logged_to_step: Stats::of(&b).median,
+        log: Stats::of(&a).median,
         step_to_request: Stats::of(&c).median,
         label,
+        home,
+        session_id: session.id.clone(),
     }
 }
 
@@ -252,7 +288,7 @@ fn history_events(target: usize) -> Vec<Event> {
     let mut left = target.saturating_sub(2);
     let mut n = 0;
     while left >= 2 {
-        let calls = (left - 1).min(BULK_CALLS);
+        let calls = (left - 1).min(bulk_calls(target));
         let tool_calls: Vec<ToolCallRequest> = (0..calls)
             .map(|k| ToolCallRequest {
                 id: format!("c{}", n + k),
@@ -286,23 +322,54 @@ fn history_events(target: usize) -> Vec<Event> {
     events
 }
 
+/// One step's two messages: an assistant message calling `stamp` once
+/// and its 200-byte result.
+fn step_events(n: usize) -> [Event; 2] {
+    let id = format!("s{n}");
+    [
+        Event::AssistantMessage {
+            turn_id: "t1".into(),
+            step: 1,
+            attempt: 1,
+            provider: "openai".into(),
+            model: model_server::MODEL_NAME.into(),
+            text: String::new(),
+            thinking: None,
+            tool_calls: vec![ToolCallRequest {
+                id: id.clone(),
+                name: "stamp".into(),
+                arguments: json!({"n": n}).to_string(),
+            }],
+            finish_reason: FinishReason::ToolCalls,
+            usage: Usage::default(),
+        },
+        Event::ToolResult {
+            turn_id: "t1".into(),
+            call_id: id,
+            status: ToolStatus::Completed,
+            output: "x".repeat(RESULT_BYTES),
+        },
+    ]
+}
+
+/// The request path's pieces, each timed alone (medians of 20).
+struct Split {
+    repair: Duration,
+    body: Duration,
+    send: Duration,
+    body_bytes: usize,
+}
+
 /// Splits "step start -> first byte" of a `target`-message history into
-/// the repair pipeline and the provider call (request body serialization,
-/// connect, send), each timed alone, medians of 20.
-async fn split_request_path(server: &Arc<ModelServer>, target: usize) -> (Duration, Duration) {
+/// the repair pipeline, the request body and sending it, each timed alone.
+/// Before each sample the history grows by one step, as in a session.
+async fn split_request_path(server: &Arc<ModelServer>, target: usize) -> Split {
     let events = history_events(target);
     let mut projection = Projection::from_events("You are tandem.".to_string(), &events);
     let limits = RepairLimits {
-        context_window: 1_000_000,
+        context_window: 100_000_000,
         ..RepairLimits::default()
     };
-    let mut repairs = Vec::new();
-    for _ in 0..20 {
-        let start = Instant::now();
-        let repaired = projection.repair(limits);
-        repairs.push(start.elapsed());
-        assert!(repaired.is_empty(), "the history needs no repair");
-    }
     let mut tools = ToolRegistry::for_session();
     tools.register(Arc::new(StampTool {
         returned: Mutex::new(HashMap::new()),
@@ -310,32 +377,62 @@ async fn split_request_path(server: &Arc<ModelServer>, target: usize) -> (Durati
     }));
     let specs = tools.offered(ApprovalMode::Review, ClientAbilities::default());
     let provider = tandem::provider::from_config(&server.model_config(ProviderKind::Openai));
+    // A client like the providers' own: no pool (the server closes every
+    // connection), no Nagle.
+    let client = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .build()
+        .expect("client");
+    let url = format!("{}/chat/completions", server.base_url());
+    // The first request builds whatever is built once; then the samples.
+    let _ = projection.repair(limits);
+    let mut body = provider.request_body(ModelRequest {
+        messages: projection.messages(),
+        tools: &specs,
+        max_output_tokens: None,
+    });
+    let (mut repairs, mut bodies, mut sends) = (Vec::new(), Vec::new(), Vec::new());
     let before = server.requests().len();
-    let mut sent = Vec::new();
-    for _ in 0..20 {
-        server.push(openai::text(["ok"]));
+    for n in 0..20 {
+        for event in step_events(n) {
+            projection.apply(&event);
+        }
         let start = Instant::now();
-        let stream = provider
-            .stream(ModelRequest {
-                messages: projection.messages(),
-                tools: &specs,
-                max_output_tokens: None,
-            })
+        let repaired = projection.repair(limits);
+        repairs.push(start.elapsed());
+        assert!(repaired.is_empty(), "the history needs no repair");
+        let start = Instant::now();
+        body = provider.request_body(ModelRequest {
+            messages: projection.messages(),
+            tools: &specs,
+            max_output_tokens: None,
+        });
+        bodies.push(start.elapsed());
+        server.push(openai::text(["ok"]));
+        let bytes = body.clone();
+        let start = Instant::now();
+        let response = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(bytes)
+            .send()
             .await
             .expect("the model server answers");
-        drop(stream);
-        sent.push(start);
+        drop(response);
+        sends.push(start);
     }
     let requests = server.requests();
-    let provider_times: Vec<Duration> = requests[before..]
+    let send_times: Vec<Duration> = requests[before..]
         .iter()
-        .zip(&sent)
+        .zip(&sends)
         .map(|(request, start)| request.arrived.duration_since(*start))
         .collect();
-    (
-        Stats::of(&repairs).median,
-        Stats::of(&provider_times).median,
-    )
+    Split {
+        repair: Stats::of(&repairs).median,
+        body: Stats::of(&bodies).median,
+        send: Stats::of(&send_times).median,
+        body_bytes: body.len(),
+    }
 }
 
 /// The floor under any request: a raw TCP connect and a one-line write
@@ -369,22 +466,94 @@ async fn raw_request_floor(server: &Arc<ModelServer>) -> Duration {
     Stats::of(&times).median
 }
 
+/// `VmRSS` of a process, in bytes.
+fn rss_bytes(pid: u32) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let kb: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS line");
+    kb * 1024
+}
+
+/// The release binary loads the session in `home` and answers one prompt
+/// in it: (RSS before loading, after loading, after the answer, the body
+/// it sent).
+async fn daemon_rss(
+    server: &Arc<ModelServer>,
+    home: &Path,
+    session_id: &str,
+) -> (usize, usize, usize, usize) {
+    let root = tempfile::tempdir().expect("workspace");
+    let mut editor = Editor::spawn(&tandem_bin(), &["lsp"], home);
+    editor.handshake(root.path()).await;
+    let pid = editor.child.id().expect("daemon pid");
+    let idle = rss_bytes(pid);
+    let loaded = editor
+        .request("tandem/loadSession", json!({"sessionId": session_id}))
+        .await;
+    assert!(
+        loaded.get("result").is_some(),
+        "loadSession failed: {loaded}"
+    );
+    let after_load = rss_bytes(pid);
+    let before = server.requests().len();
+    server.push(openai::text(["ok"]));
+    editor.prompt(session_id, "one more").await;
+    let held = rss_bytes(pid);
+    // `TANDEM_BENCH_TRIM=1`: how much of it the allocator holds free, by
+    // asking glibc to return it (gdb calls `malloc_trim(0)` in the daemon).
+    if std::env::var("TANDEM_BENCH_TRIM").is_ok_and(|v| v == "1") {
+        let trimmed = std::process::Command::new("gdb")
+            .args([
+                "-p",
+                &pid.to_string(),
+                "-batch",
+                "-ex",
+                "call (int)malloc_trim(0)",
+            ])
+            .output();
+        match trimmed {
+            Ok(out) if out.status.success() => println!(
+                "  after malloc_trim(0) in the daemon: RSS {} MB",
+                mb(rss_bytes(pid))
+            ),
+            _ => println!("  TANDEM_BENCH_TRIM: gdb could not attach; not measured"),
+        }
+    }
+    let body = server.requests()[before..]
+        .last()
+        .expect("the prompt reached the model server")
+        .raw_body
+        .len();
+    editor.shutdown().await;
+    (idle, after_load, held, body)
+}
+
 #[tokio::main]
 async fn main() {
     common::print_machine();
     let server = model_server_thread();
     // Warm-up: the first daemon pays for lazy initialisation.
     run(&server, 100, Durability::Fsync).await;
-    let mut scenarios = Vec::new();
-    // `TANDEM_BENCH_ONLY=5000-flush` (or `200-fsync`, ...) runs one case.
+    // `TANDEM_BENCH_ONLY=5000-flush` (or `200-fsync`, ...) runs one case;
+    // `TANDEM_BENCH_FLUSH=1` adds the `TANDEM_FSYNC=0` cases.
     let only = std::env::var("TANDEM_BENCH_ONLY").unwrap_or_default();
-    for target in [200, 5000] {
+    let flush = std::env::var("TANDEM_BENCH_FLUSH").is_ok_and(|v| v == "1");
+    let mut scenarios = Vec::new();
+    for target in TARGETS {
         for durability in [Durability::Fsync, Durability::Flush] {
             let name = match durability {
                 Durability::Fsync => format!("{target}-fsync"),
                 Durability::Flush => format!("{target}-flush"),
             };
-            if !only.is_empty() && only != name {
+            let wanted = if only.is_empty() {
+                durability == Durability::Fsync || flush
+            } else {
+                only == name
+            };
+            if !wanted {
                 continue;
             }
             let scenario = run(&server, target, durability).await;
@@ -398,44 +567,106 @@ async fn main() {
                 &scenario.stats,
             );
             println!(
-                "  median split: tool returned -> result logged {}; -> next step_start {}; -> first byte at server {}",
-                fmt(scenario.tool_to_logged),
-                fmt(scenario.logged_to_step),
+                "  median split: tool returned -> next step_start logged {}; -> first byte at server {}",
+                fmt(scenario.log),
                 fmt(scenario.step_to_request)
             );
             scenarios.push((target, durability, scenario));
         }
     }
     println!(
-        "  floor: raw TCP connect + write until the server reads it {}",
+        "floor: raw TCP connect + write until the server reads it {}",
         fmt(raw_request_floor(&server).await)
     );
-    for target in [2, 200, 5000] {
-        let (repair, provider) = split_request_path(&server, target).await;
+    println!("step start -> first byte, its pieces timed alone (medians of 20, history growing a step each):");
+    println!("| messages | body | repair | request body | send until first byte |");
+    println!("|---|---|---|---|---|");
+    for target in TARGETS {
+        let split = split_request_path(&server, target).await;
         println!(
-            "  {target} messages, timed alone: repair pipeline {}; provider.stream until first byte at server {}",
-            fmt(repair),
-            fmt(provider)
+            "| {target} | {} KB | {} | {} | {} |",
+            split.body_bytes / 1024,
+            fmt(split.repair),
+            fmt(split.body),
+            fmt(split.send)
         );
     }
+    println!("side by side (default durability), medians:");
+    println!("| messages | request | step overhead | log | step start -> first byte |");
+    println!("|---|---|---|---|---|");
     for (target, durability, scenario) in &scenarios {
-        if *durability != Durability::Fsync {
+        if *durability == Durability::Fsync {
             println!(
-                "(with TANDEM_FSYNC=0, {target} messages: median {})",
-                fmt(scenario.stats.median)
+                "| {target} | {} KB | {} | {} | {} |",
+                scenario.median_body / 1024,
+                fmt(scenario.stats.median),
+                fmt(scenario.log),
+                fmt(scenario.step_to_request)
             );
-            continue;
         }
-        let (limit, text) = if *target == 200 {
-            (1.0, "< 1 ms")
-        } else {
-            (10.0, "< 10 ms")
-        };
+    }
+    if let Some((_, _, scenario)) = scenarios
+        .iter()
+        .find(|(t, d, _)| *t == 5_000 && *d == Durability::Fsync)
+    {
+        let log_path = scenario
+            .home
+            .path()
+            .join("sessions")
+            .join(format!("{}.jsonl", scenario.session_id));
+        let log_bytes = std::fs::metadata(&log_path).map_or(0, |m| m.len() as usize);
+        let (idle, after_load, held, body) =
+            daemon_rss(&server, scenario.home.path(), &scenario.session_id).await;
+        println!(
+            "memory, release binary: RSS {} MB idle, {} MB after loadSession, {} MB holding the 5,000-message session (+{} MB) after a request of {} MB (its log: {} MB)",
+            mb(idle),
+            mb(after_load),
+            mb(held),
+            mb(held.saturating_sub(idle)),
+            mb(body),
+            mb(log_bytes)
+        );
         verdict(
-            &format!("step overhead, median, {target} messages"),
-            &fmt(scenario.stats.median),
-            text,
-            ms(scenario.stats.median) < limit,
+            "daemon RSS growth holding 5,000 messages, vs the serialized session",
+            &format!("{:.2}x", held.saturating_sub(idle) as f64 / body as f64),
+            "< 2x",
+            held.saturating_sub(idle) < 2 * body,
         );
     }
+    let median = |t: usize| {
+        scenarios
+            .iter()
+            .find(|(target, d, _)| *target == t && *d == Durability::Fsync)
+            .map(|(_, _, s)| s)
+    };
+    for (target, limit, text) in [(200, 0.5, "< 0.5 ms"), (5_000, 2.0, "< 2 ms")] {
+        if let Some(scenario) = median(target) {
+            verdict(
+                &format!("step overhead, median, {target} messages"),
+                &fmt(scenario.stats.median),
+                text,
+                ms(scenario.stats.median) < limit,
+            );
+        }
+    }
+    if let (Some(small), Some(large)) = (median(5_000), median(20_000)) {
+        // The copy of the extra bytes, timed here: the floor of the growth.
+        let bytes = vec![b'x'; large.median_body];
+        let start = Instant::now();
+        let copy = std::hint::black_box(bytes.clone());
+        let copied = start.elapsed() * 2 * (large.median_body - small.median_body) as u32
+            / large.median_body as u32;
+        drop(copy);
+        let growth = large.stats.median.saturating_sub(small.stats.median);
+        println!(
+            "growth 5,000 -> 20,000: {} (copying the {} extra KB twice, into the body and the socket: {})",
+            fmt(growth),
+            (large.median_body - small.median_body) / 1024,
+            fmt(copied)
+        );
+    }
+}
+
+fn mb(bytes: usize) -> String {
+    format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))
 }

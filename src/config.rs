@@ -153,8 +153,15 @@ impl LimitsConfig {
     }
 }
 
+/// The longest wait a setting can ask for: a century, which no turn
+/// reaches. Anything longer (`1e300`) would overflow `Instant + timeout`,
+/// which panics.
+const LONGEST_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 fn secs_to_duration(secs: f64) -> Duration {
-    Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX)
+    Duration::try_from_secs_f64(secs.max(0.0))
+        .unwrap_or(Duration::MAX)
+        .min(LONGEST_WAIT)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -544,5 +551,25 @@ mod tests {
             limits.first_token_timeout(1_000_000),
             Duration::from_secs(180)
         );
+    }
+
+    #[test]
+    fn a_huge_timeout_still_gives_a_deadline() {
+        let limits = LimitsConfig {
+            first_token_timeout_secs: 1e300,
+            first_token_timeout_cap_secs: 1e300,
+            chunk_timeout_secs: f64::MAX,
+            idle_timeout_secs: 1e20,
+            ..LimitsConfig::default()
+        };
+        let now = std::time::Instant::now();
+        for timeout in [
+            limits.first_token_timeout(0),
+            limits.chunk_timeout(),
+            limits.idle_timeout(),
+        ] {
+            assert_eq!(timeout, LONGEST_WAIT);
+            assert!(now.checked_add(timeout).is_some());
+        }
     }
 }

@@ -93,6 +93,15 @@ impl<T> PendingFrames<T> {
         0
     }
 
+    /// Merges from now on without waiting for a backlog, and merges what
+    /// already waits (queued while the editor seemed to keep up); returns
+    /// the bytes of charge that freed.
+    pub(crate) fn make_eager(&mut self) -> usize {
+        self.eager = true;
+        let waiting = std::mem::take(&mut self.frames);
+        waiting.into_iter().map(|frame| self.push(frame)).sum()
+    }
+
     pub(crate) fn pop(&mut self) -> Option<Pending<T>> {
         self.frames.pop_front()
     }
@@ -219,6 +228,19 @@ mod tests {
         };
         assert_eq!(charge, 12, "the first chunk's charge and the text merged");
         assert_eq!(texts(pending), ["tool_call", "1:!"]);
+    }
+
+    #[test]
+    fn turning_eager_merges_what_already_waits() {
+        let mut pending = PendingFrames::default();
+        pending.push(chunk(1, 1, "Hel"));
+        pending.push(chunk(2, 1, "lo"));
+        pending.push(Pending::Other("tool_call"));
+        pending.push(chunk(3, 1, "!"));
+        pending.push(chunk(4, 1, "?"));
+        assert_eq!(pending.merged, 0);
+        assert_eq!(pending.make_eager(), 8 + 9, "all but the merged texts");
+        assert_eq!(texts(pending), ["1:Hello", "tool_call", "1:!?"]);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The one writer of the process's stdout, shared by the stdio frontends
-//! (LSP, ACP and the serve shims): a queue in front of a thread that
+//! (LSP and ACP): a queue in front of a thread that
 //! writes each frame as it is queued, and the rules for an editor that
 //! reads more slowly than the model streams.
 //!
@@ -20,6 +20,7 @@
 //!
 //! Invariant: frames are written in the order they were queued.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -182,6 +183,7 @@ pub(crate) fn stdout_writer_with(frame: Framer, chunk_body: ChunkBody) -> Outbou
                 frame,
                 chunk_body,
                 budget: budget.clone(),
+                closing: Cell::new(false),
             };
             match ClientOut::stdout() {
                 Ok(client) => writer.run(rx, client),
@@ -200,6 +202,8 @@ struct Writer {
     frame: Framer,
     chunk_body: ChunkBody,
     budget: Arc<OutputBudget>,
+    /// Set once `Close` is queued: no more waiting for a slow editor.
+    closing: Cell<bool>,
 }
 
 impl Writer {
@@ -257,12 +261,13 @@ impl Writer {
             }
             self.budget.release(charge);
             backlog.wrote(bytes.len());
-            if !pending.eager {
+            if !pending.eager && !self.closing.get() {
                 if let Some(unread) = client.unread() {
                     let frames = backlog.frames_unread(unread);
                     if frames > SLOW_FRAMES {
                         tracing::debug!("the editor reads slowly ({frames} frames, {unread} bytes unread): merging, one frame at a time");
-                        pending.eager = true;
+                        let freed = pending.make_eager();
+                        self.budget.release(freed);
                         caught_up = 0;
                     }
                 }
@@ -280,7 +285,8 @@ impl Writer {
     ) -> bool {
         let mut look = Duration::from_millis(1);
         let mut waited = false;
-        while client.unread().is_some_and(|n| n > 0) {
+        // `pending.eager` drops when the queue is closed meanwhile.
+        while pending.eager && client.unread().is_some_and(|n| n > 0) {
             if client.reader_gone() {
                 // The next write fails and says so.
                 break;
@@ -307,6 +313,13 @@ impl Writer {
     }
 
     fn take(&self, pending: &mut PendingFrames<Outbound>, item: Outbound) {
+        if matches!(item, Outbound::Close(_)) {
+            // At the end, what is left goes out as fast as the pipe takes
+            // it, as from any writer: an editor that stopped reading after
+            // `exit` but keeps the pipe open must not keep us waiting.
+            pending.eager = false;
+            self.closing.set(true);
+        }
         let freed = pending.push(pending_frame(item));
         if freed > 0 {
             self.budget.release(freed);

@@ -15,6 +15,7 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::cached;
 use super::http::{self, SseDecoder};
 use super::{
     Completion, ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError, ProviderStream,
@@ -89,12 +90,44 @@ impl Provider for AnthropicProvider {
         &self.model
     }
 
-    async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError> {
+    fn request_body(&self, request: ModelRequest<'_>) -> Vec<u8> {
         let max_tokens = request.max_output_tokens.unwrap_or(self.default_max_tokens);
-        let body = MessagesRequest::new(&self.model, request, max_tokens);
+        let frame = MessagesRequest {
+            model: &self.model,
+            max_tokens,
+            system: system_prompt(request.messages.iter().map(|m| m.message())),
+            messages: Vec::new(),
+            tools: request.tools.iter().map(Tool::from).collect(),
+            stream: true,
+        };
+        let frame = serde_json::to_vec(&frame).expect("a request body serializes");
+        let (head, tail) = cached::split_frame(&frame);
+        let forms: Vec<&Blocks> = request
+            .messages
+            .iter()
+            .map(|m| m.wire.anthropic.get_or_init(|| Blocks::of(m.message())))
+            .filter(|b| b.role.is_some())
+            .collect();
+        // Each block and its comma, and each merged message's frame.
+        let len = forms.iter().map(|f| f.bytes() + 2 * f.blocks.len() + 32);
+        let mut body = Vec::with_capacity(head.len() + tail.len() + len.sum::<usize>());
+        body.extend_from_slice(head);
+        write_conversation(&mut body, &forms);
+        body.extend_from_slice(tail);
+        body
+    }
+
+    fn request_body_from_scratch(&self, request: ModelRequest<'_>) -> Vec<u8> {
+        let max_tokens = request.max_output_tokens.unwrap_or(self.default_max_tokens);
+        serde_json::to_vec(&MessagesRequest::new(&self.model, request, max_tokens))
+            .expect("a request body serializes")
+    }
+
+    async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError> {
+        let body = self.request_body(request);
         let url = format!("{}/messages", self.base_url);
         let response =
-            http::post_json(&self.client, &self.base_url, &url, self.headers(), &body).await?;
+            http::post_json(&self.client, &self.base_url, &url, self.headers(), body).await?;
         Ok(http::sse_stream(response, MessagesDecoder::default()))
     }
 }
@@ -119,7 +152,7 @@ struct Message<'a> {
     content: Vec<Block<'a>>,
 }
 
-#[derive(Serialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 enum Role {
     User,
@@ -156,11 +189,12 @@ struct Tool<'a> {
 
 impl<'a> MessagesRequest<'a> {
     fn new(model: &'a str, request: ModelRequest<'a>, max_tokens: u32) -> Self {
+        let messages = request.messages.iter().map(|m| m.message());
         MessagesRequest {
             model,
             max_tokens,
-            system: system_prompt(request.messages),
-            messages: conversation(request.messages),
+            system: system_prompt(messages.clone()),
+            messages: conversation(messages),
             tools: request.tools.iter().map(Tool::from).collect(),
             stream: true,
         }
@@ -178,8 +212,8 @@ impl<'a> From<&'a ToolSpec> for Tool<'a> {
 }
 
 /// All system messages, joined; borrowed when there is only one.
-fn system_prompt(messages: &[ModelMessage]) -> Option<Cow<'_, str>> {
-    let mut texts = messages.iter().filter_map(|m| match m {
+fn system_prompt<'a>(messages: impl Iterator<Item = &'a ModelMessage>) -> Option<Cow<'a, str>> {
+    let mut texts = messages.filter_map(|m| match m {
         ModelMessage::System { text } if !text.is_empty() => Some(text.as_str()),
         _ => None,
     });
@@ -193,47 +227,50 @@ fn system_prompt(messages: &[ModelMessage]) -> Option<Cow<'_, str>> {
     Some(joined)
 }
 
+/// A message's role and content blocks; `None` for system messages and
+/// messages without content (they are not sent).
+fn message_blocks(message: &ModelMessage) -> Option<(Role, Vec<Block<'_>>)> {
+    let (role, blocks) = match message {
+        ModelMessage::System { .. } => return None,
+        ModelMessage::User { text } => (Role::User, text_block(text).into_iter().collect()),
+        ModelMessage::Tool { call_id, content } => (
+            Role::User,
+            vec![Block::ToolResult {
+                tool_use_id: call_id,
+                content,
+            }],
+        ),
+        ModelMessage::Assistant {
+            text,
+            thinking,
+            tool_calls,
+        } => {
+            let mut blocks = Vec::new();
+            // An unsigned thinking block (reasoning from another
+            // provider) would be rejected; a signed one must lead.
+            if let Some(Thinking {
+                text: thinking,
+                signature: Some(signature),
+            }) = thinking
+            {
+                blocks.push(Block::Thinking {
+                    thinking,
+                    signature,
+                });
+            }
+            blocks.extend(text_block(text));
+            blocks.extend(tool_calls.iter().map(tool_use_block));
+            (Role::Assistant, blocks)
+        }
+    };
+    (!blocks.is_empty()).then_some((role, blocks))
+}
+
 /// The user/assistant messages as content blocks, consecutive messages of
 /// one role merged into one.
-fn conversation(messages: &[ModelMessage]) -> Vec<Message<'_>> {
+fn conversation<'a>(messages: impl Iterator<Item = &'a ModelMessage>) -> Vec<Message<'a>> {
     let mut merged: Vec<Message<'_>> = Vec::new();
-    for message in messages {
-        let (role, blocks) = match message {
-            ModelMessage::System { .. } => continue,
-            ModelMessage::User { text } => (Role::User, text_block(text).into_iter().collect()),
-            ModelMessage::Tool { call_id, content } => (
-                Role::User,
-                vec![Block::ToolResult {
-                    tool_use_id: call_id,
-                    content,
-                }],
-            ),
-            ModelMessage::Assistant {
-                text,
-                thinking,
-                tool_calls,
-            } => {
-                let mut blocks = Vec::new();
-                // An unsigned thinking block (reasoning from another
-                // provider) would be rejected; a signed one must lead.
-                if let Some(Thinking {
-                    text: thinking,
-                    signature: Some(signature),
-                }) = thinking
-                {
-                    blocks.push(Block::Thinking {
-                        thinking,
-                        signature,
-                    });
-                }
-                blocks.extend(text_block(text));
-                blocks.extend(tool_calls.iter().map(tool_use_block));
-                (Role::Assistant, blocks)
-            }
-        };
-        if blocks.is_empty() {
-            continue;
-        }
+    for (role, blocks) in messages.filter_map(message_blocks) {
         match merged.last_mut() {
             Some(last) if last.role == role => last.content.extend(blocks),
             _ => merged.push(Message {
@@ -249,6 +286,77 @@ fn conversation(messages: &[ModelMessage]) -> Vec<Message<'_>> {
             .sort_by_key(|block| !matches!(block, Block::ToolResult { .. }));
     }
     merged
+}
+
+/// One message's serialized content blocks (the cached form), each marked
+/// whether it is a tool result.
+#[derive(Debug, Clone)]
+pub(super) struct Blocks {
+    role: Option<Role>,
+    blocks: Vec<(bool, Box<[u8]>)>,
+}
+
+impl Blocks {
+    fn of(message: &ModelMessage) -> Blocks {
+        let Some((role, blocks)) = message_blocks(message) else {
+            return Blocks {
+                role: None,
+                blocks: Vec::new(),
+            };
+        };
+        let blocks = blocks
+            .iter()
+            .map(|block| {
+                let json = serde_json::to_vec(block).expect("a block serializes");
+                (
+                    matches!(block, Block::ToolResult { .. }),
+                    json.into_boxed_slice(),
+                )
+            })
+            .collect();
+        Blocks {
+            role: Some(role),
+            blocks,
+        }
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        self.blocks.iter().map(|(_, b)| b.len()).sum()
+    }
+}
+
+/// Writes the messages of [`conversation`] from cached blocks, comma
+/// separated: runs of one role merged, tool results first in a user
+/// message.
+fn write_conversation(body: &mut Vec<u8>, forms: &[&Blocks]) {
+    let mut start = 0;
+    while start < forms.len() {
+        let role = forms[start].role;
+        let end = forms[start..]
+            .iter()
+            .position(|f| f.role != role)
+            .map_or(forms.len(), |n| start + n);
+        if start > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(match role {
+            Some(Role::User) => b"{\"role\":\"user\",\"content\":[",
+            _ => b"{\"role\":\"assistant\",\"content\":[",
+        });
+        let blocks = || forms[start..end].iter().flat_map(|f| f.blocks.iter());
+        let user = role == Some(Role::User);
+        // Tool results first (user messages only), then the rest, in order.
+        let first = blocks().filter(|(result, _)| user && *result);
+        let rest = blocks().filter(|(result, _)| !(user && *result));
+        for (i, (_, block)) in first.chain(rest).enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(block);
+        }
+        body.extend_from_slice(b"]}");
+        start = end;
+    }
 }
 
 /// The API rejects empty text blocks.
@@ -636,7 +744,7 @@ mod tests {
                 text: "again".into(),
             },
         ];
-        let body = serde_json::to_value(conversation(&messages)).unwrap();
+        let body = serde_json::to_value(conversation(messages.iter())).unwrap();
         assert_eq!(
             body,
             json!([{"role": "user", "content": [

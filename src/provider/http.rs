@@ -11,9 +11,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use eventsource_stream::{Event as SseEvent, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::StatusCode;
-use serde::Serialize;
 use serde_json::Value;
 
 use super::{Completion, ErrorKind, ProviderError, ProviderStream, StreamEvent};
@@ -57,21 +56,22 @@ pub(crate) fn api_key(env_name: &str) -> Option<String> {
         .filter(|key| !key.trim().is_empty())
 }
 
-/// POSTs `body` as JSON and returns the response once the server answered
-/// with a success status. Connect failures and non-2xx answers become
-/// classified errors here, before any of the body is read.
+/// POSTs `body` (serialized JSON) and returns the response once the server
+/// answered with a success status. Connect failures and non-2xx answers
+/// become classified errors here, before any of the body is read.
 pub(crate) async fn post_json(
     client: &reqwest::Client,
     base_url: &str,
     url: &str,
     headers: HeaderMap,
-    body: &impl Serialize,
+    body: Vec<u8>,
 ) -> Result<reqwest::Response, ProviderError> {
-    tracing::debug!(url, "sending model request");
+    tracing::debug!(url, bytes = body.len(), "sending model request");
     let response = client
         .post(url)
         .headers(headers)
-        .json(body)
+        .header(CONTENT_TYPE, "application/json")
+        .body(body)
         .send()
         .await
         .map_err(|e| send_error(&e, base_url))?;

@@ -11,6 +11,7 @@
 //! timeouts between chunks and recovery belong to the driver.
 
 pub mod anthropic;
+mod cached;
 mod http;
 pub mod openai;
 
@@ -23,6 +24,8 @@ use serde_json::Value;
 
 use crate::config::{ModelConfig, ProviderKind};
 use crate::vocab::event::{FinishReason, Thinking, ToolCallRequest, Usage};
+
+pub use self::cached::CachedMessage;
 
 /// One message of the model's context, in provider-neutral form.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,10 +70,11 @@ pub struct ToolSpec {
 }
 
 /// Everything a provider needs for one call. Borrowed: building it copies
-/// nothing; serializing it into the HTTP body is the only copy.
+/// nothing; the body is assembled from each message's cached serialized
+/// form (serialized on its first request), the one copy of the history.
 #[derive(Debug, Clone, Copy)]
 pub struct ModelRequest<'a> {
-    pub messages: &'a [ModelMessage],
+    pub messages: &'a [CachedMessage],
     pub tools: &'a [ToolSpec],
     /// Output token cap for this call; `None` lets the server decide (the
     /// Anthropic provider substitutes its required default).
@@ -179,6 +183,12 @@ pub trait Provider: Send + Sync {
     fn name(&self) -> &str;
     /// Model name sent in requests.
     fn model(&self) -> &str;
+    /// The JSON body [`Provider::stream`] sends for `request`, assembled
+    /// from the messages' cached serialized forms (filling the missing ones).
+    fn request_body(&self, request: ModelRequest<'_>) -> Vec<u8>;
+    /// The same body serialized from scratch, ignoring every cache: the
+    /// reference [`Provider::request_body`] must equal byte for byte.
+    fn request_body_from_scratch(&self, request: ModelRequest<'_>) -> Vec<u8>;
     /// Sends the request and returns the event stream once the server has
     /// answered with a success status. Errors before the first byte of the
     /// body (connect, non-2xx) are returned here.

@@ -14,6 +14,7 @@ use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::cached;
 use super::http::{self, SseDecoder};
 use super::{
     Completion, ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError, ProviderStream,
@@ -45,6 +46,13 @@ impl OpenAiProvider {
         }
     }
 
+    /// The request's output cap, else the configured one (0 = none).
+    fn max_tokens(&self, request: ModelRequest<'_>) -> Option<u32> {
+        request
+            .max_output_tokens
+            .or((self.default_max_tokens > 0).then_some(self.default_max_tokens))
+    }
+
     fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::new();
         if let Some(key) = http::api_key(&self.api_key_env) {
@@ -74,14 +82,43 @@ impl Provider for OpenAiProvider {
         &self.model
     }
 
+    fn request_body(&self, request: ModelRequest<'_>) -> Vec<u8> {
+        let max_tokens = self.max_tokens(request);
+        let no_messages = ModelRequest {
+            messages: &[],
+            ..request
+        };
+        let frame = serde_json::to_vec(&ChatRequest::new(&self.model, no_messages, max_tokens))
+            .expect("a request body serializes");
+        let (head, tail) = cached::split_frame(&frame);
+        let pieces: Vec<&[u8]> = request
+            .messages
+            .iter()
+            .map(|m| {
+                &**m.wire.openai.get_or_init(|| {
+                    serde_json::to_vec(&ChatMessage::from(m.message()))
+                        .expect("a message serializes")
+                        .into_boxed_slice()
+                })
+            })
+            .collect();
+        cached::join(head, &pieces, tail)
+    }
+
+    fn request_body_from_scratch(&self, request: ModelRequest<'_>) -> Vec<u8> {
+        serde_json::to_vec(&ChatRequest::new(
+            &self.model,
+            request,
+            self.max_tokens(request),
+        ))
+        .expect("a request body serializes")
+    }
+
     async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError> {
-        let max_tokens = request
-            .max_output_tokens
-            .or((self.default_max_tokens > 0).then_some(self.default_max_tokens));
-        let body = ChatRequest::new(&self.model, request, max_tokens);
+        let body = self.request_body(request);
         let url = format!("{}/chat/completions", self.base_url);
         let response =
-            http::post_json(&self.client, &self.base_url, &url, self.headers(), &body).await?;
+            http::post_json(&self.client, &self.base_url, &url, self.headers(), body).await?;
         Ok(http::sse_stream(response, ChatDecoder::default()))
     }
 }
@@ -151,7 +188,11 @@ impl<'a> ChatRequest<'a> {
     fn new(model: &'a str, request: ModelRequest<'a>, max_tokens: Option<u32>) -> Self {
         ChatRequest {
             model,
-            messages: request.messages.iter().map(ChatMessage::from).collect(),
+            messages: request
+                .messages
+                .iter()
+                .map(|m| ChatMessage::from(m.message()))
+                .collect(),
             stream: true,
             stream_options: StreamOptions {
                 include_usage: true,

@@ -192,6 +192,25 @@ async fn an_acp_client_runs_a_turn_with_a_permission_prompt() {
 }
 
 #[tokio::test]
+async fn a_notification_sent_with_an_id_is_answered() {
+    let server = ModelServer::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let mut client = AcpClient::spawn(&["acp"], &server).await;
+    let (new, _) = client
+        .request("session/new", json!({"cwd": root.path()}), "")
+        .await;
+    let session = new["result"]["sessionId"].as_str().unwrap().to_string();
+    let (reply, _) = client
+        .request("session/cancel", json!({"sessionId": session}), "")
+        .await;
+    assert_eq!(reply["result"], json!({}), "{reply}");
+    let (reply, _) = client
+        .request("$/cancel_request", json!({"requestId": 9}), "")
+        .await;
+    assert_eq!(reply["result"], json!({}), "{reply}");
+}
+
+#[tokio::test]
 async fn acp_errors_are_specific_and_the_agent_keeps_serving() {
     let server = ModelServer::start().await;
     server.push(openai::error(401, "bad key"));

@@ -299,3 +299,25 @@ async fn hostile_notifications_and_params_never_take_the_daemon_down() {
     let status = editor.shutdown_and_exit().await;
     assert!(status.success());
 }
+
+#[tokio::test]
+async fn a_notification_sent_with_an_id_is_answered_not_dropped() {
+    let mut editor = Editor::spawn().await;
+    let root = tempfile::tempdir().unwrap();
+    editor.initialize(root.path()).await;
+    for (method, params, code) in [
+        ("$/setTrace", json!({"value": "off"}), -32600),
+        ("$/cancelRequest", json!({"id": 99}), -32600),
+        (
+            "window/workDoneProgress/cancel",
+            json!({"token": "t"}),
+            -32600,
+        ),
+        ("$/somethingElse", json!({}), -32601),
+    ] {
+        let reply = editor.request(method, params).await;
+        assert_eq!(reply["error"]["code"], code, "{method}: {reply}");
+    }
+    let listed = editor.request("tandem/listSessions", json!({})).await;
+    assert!(listed["result"]["sessions"].is_array(), "{listed}");
+}

@@ -4,8 +4,8 @@ use serde_json::json;
 use tandem::config::{ModelConfig, ProviderKind};
 use tandem::provider::anthropic::{AnthropicProvider, DEFAULT_MAX_TOKENS};
 use tandem::provider::{
-    from_config, ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError, StreamEvent,
-    ToolSpec,
+    from_config, CachedMessage, ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError,
+    StreamEvent, ToolSpec,
 };
 use tandem::vocab::event::{FinishReason, Thinking, ToolCallRequest, Usage};
 
@@ -17,7 +17,12 @@ fn user(text: &str) -> Vec<ModelMessage> {
     vec![ModelMessage::User { text: text.into() }]
 }
 
-fn request(messages: &[ModelMessage]) -> ModelRequest<'_> {
+/// The messages as the projection holds them, beside their serialized forms.
+fn cached(messages: &[ModelMessage]) -> Vec<CachedMessage> {
+    messages.iter().cloned().map(CachedMessage::new).collect()
+}
+
+fn request(messages: &[CachedMessage]) -> ModelRequest<'_> {
     ModelRequest {
         messages,
         tools: &[],
@@ -32,14 +37,14 @@ async fn start() -> (ModelServer, AnthropicProvider) {
 }
 
 async fn call(provider: &AnthropicProvider, messages: &[ModelMessage]) -> Drained {
-    match provider.stream(request(messages)).await {
+    match provider.stream(request(&cached(messages))).await {
         Ok(stream) => drain(stream).await,
         Err(error) => panic!("request failed before streaming: {error:?}"),
     }
 }
 
 async fn call_err(provider: &AnthropicProvider) -> ProviderError {
-    match provider.stream(request(&user("hi"))).await {
+    match provider.stream(request(&cached(&user("hi")))).await {
         Ok(stream) => panic!("expected an error, got a stream: {:?}", drain(stream).await),
         Err(error) => error,
     }
@@ -237,7 +242,7 @@ async fn request_body_has_top_level_system_max_tokens_tool_results_and_signed_th
 
     let stream = provider
         .stream(ModelRequest {
-            messages: &messages,
+            messages: &cached(&messages),
             tools: &tools,
             max_output_tokens: None,
         })
@@ -287,7 +292,7 @@ async fn max_tokens_comes_from_the_request_when_set() {
     let messages = user("x");
     let stream = provider
         .stream(ModelRequest {
-            messages: &messages,
+            messages: &cached(&messages),
             tools: &[],
             max_output_tokens: Some(512),
         })

@@ -7,7 +7,8 @@ use serde_json::json;
 use tandem::config::{ModelConfig, ProviderKind};
 use tandem::provider::openai::OpenAiProvider;
 use tandem::provider::{
-    ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError, StreamEvent, ToolSpec,
+    CachedMessage, ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError, StreamEvent,
+    ToolSpec,
 };
 use tandem::vocab::event::{FinishReason, Thinking, ToolCallRequest, Usage};
 
@@ -20,7 +21,12 @@ fn user(text: &str) -> Vec<ModelMessage> {
     vec![ModelMessage::User { text: text.into() }]
 }
 
-fn request(messages: &[ModelMessage]) -> ModelRequest<'_> {
+/// The messages as the projection holds them, beside their serialized forms.
+fn cached(messages: &[ModelMessage]) -> Vec<CachedMessage> {
+    messages.iter().cloned().map(CachedMessage::new).collect()
+}
+
+fn request(messages: &[CachedMessage]) -> ModelRequest<'_> {
     ModelRequest {
         messages,
         tools: &[],
@@ -36,7 +42,7 @@ async fn start() -> (ModelServer, OpenAiProvider) {
 
 /// Streams one request to the end.
 async fn call(provider: &OpenAiProvider, messages: &[ModelMessage]) -> Drained {
-    match provider.stream(request(messages)).await {
+    match provider.stream(request(&cached(messages))).await {
         Ok(stream) => drain(stream).await,
         Err(error) => panic!("request failed before streaming: {error:?}"),
     }
@@ -44,7 +50,7 @@ async fn call(provider: &OpenAiProvider, messages: &[ModelMessage]) -> Drained {
 
 /// A request expected to fail before any of the body is streamed.
 async fn call_err(provider: &OpenAiProvider) -> ProviderError {
-    match provider.stream(request(&user("hi"))).await {
+    match provider.stream(request(&cached(&user("hi")))).await {
         Ok(stream) => panic!("expected an error, got a stream: {:?}", drain(stream).await),
         Err(error) => error,
     }
@@ -135,7 +141,7 @@ async fn request_body_carries_model_stream_options_tools_and_messages_in_order()
 
     let stream = provider
         .stream(ModelRequest {
-            messages: &messages,
+            messages: &cached(&messages),
             tools: &tools,
             max_output_tokens: Some(256),
         })
@@ -521,7 +527,7 @@ async fn each_delta_is_forwarded_before_the_server_writes_the_next_chunk() {
     steps.extend(openai::ending("stop"));
     server.push(Reply::Sse(steps));
 
-    let mut stream = provider.stream(request(&user("x"))).await.unwrap();
+    let mut stream = provider.stream(request(&cached(&user("x")))).await.unwrap();
     let first = stream.next().await.unwrap().unwrap();
     let first_received = Instant::now();
     assert_eq!(first, StreamEvent::TextDelta("first".into()));
@@ -542,7 +548,7 @@ async fn dropping_a_stalled_stream_closes_the_connection() {
         SseStep::Stall,
     ]));
 
-    let mut stream = provider.stream(request(&user("x"))).await.unwrap();
+    let mut stream = provider.stream(request(&cached(&user("x")))).await.unwrap();
     assert_eq!(
         stream.next().await.unwrap().unwrap(),
         StreamEvent::TextDelta("Hel".into())
@@ -556,7 +562,7 @@ async fn dropping_a_stalled_stream_closes_the_connection() {
 async fn abandoning_a_request_that_got_no_answer_closes_the_connection() {
     let (server, provider) = start().await;
     server.push(Reply::Hang);
-    let messages = user("x");
+    let messages = cached(&user("x"));
 
     tokio::select! {
         _ = provider.stream(request(&messages)) => panic!("a hung server answered"),

@@ -394,6 +394,12 @@ impl Editor {
         home
     }
 
+    /// Whether the daemon process is still running (not exited, not
+    /// killed).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// The process id of the daemon.
     pub fn pid(&self) -> u32 {
         self.child.id().expect("daemon running")

@@ -7,7 +7,9 @@ use super::stream::{stream_completion, AttemptFailure};
 use super::turn::{Turn, TurnEnd};
 use crate::core::ledger::FileFacts;
 use crate::core::projection::RepairLimits;
-use crate::provider::{Completion, ErrorKind, ModelMessage, ModelRequest, ProviderError};
+use crate::provider::{
+    CachedMessage, Completion, ErrorKind, ModelMessage, ModelRequest, ProviderError,
+};
 use crate::vocab::event::{Event, StopReason, Usage};
 
 /// The summarizer's instructions (tier-2 compaction).
@@ -116,10 +118,10 @@ impl Turn<'_> {
     /// One summarization call: no tools, the stream timeouts of a step.
     async fn summarize(&self, step: u32, transcript: String) -> Result<Completion, ProviderError> {
         let messages = [
-            ModelMessage::System {
+            CachedMessage::new(ModelMessage::System {
                 text: SUMMARY_PROMPT.to_string(),
-            },
-            ModelMessage::User { text: transcript },
+            }),
+            CachedMessage::new(ModelMessage::User { text: transcript }),
         ];
         let request = ModelRequest {
             messages: &messages,

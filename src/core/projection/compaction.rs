@@ -4,7 +4,7 @@
 //! prompt and first user message) is never compacted away.
 
 use super::{message_chars, Projection};
-use crate::provider::ModelMessage;
+use crate::provider::{CachedMessage, ModelMessage};
 
 /// What compaction would do: summarize `messages[from..to]` and keep the
 /// `keep_last` messages after them.
@@ -30,10 +30,13 @@ impl Projection {
     /// the first user message.
     pub(super) fn head_len(&self) -> usize {
         let mut head = usize::from(matches!(
-            self.messages.first(),
+            self.messages.first().map(|m| m.message()),
             Some(ModelMessage::System { .. })
         ));
-        if matches!(self.messages.get(head), Some(ModelMessage::User { .. })) {
+        if matches!(
+            self.messages.get(head).map(|m| m.message()),
+            Some(ModelMessage::User { .. })
+        ) {
             head += 1;
         }
         head
@@ -59,7 +62,7 @@ impl Projection {
         // The kept part must not start with results whose call is cut off:
         // keep the whole step (the newest results are what the model is
         // about to read).
-        while cut > head && cut < len && matches!(self.messages[cut], ModelMessage::Tool { .. }) {
+        while cut > head && cut < len && matches!(*self.messages[cut], ModelMessage::Tool { .. }) {
             cut -= 1;
         }
         (cut > head).then_some(CompactionPlan {
@@ -73,7 +76,7 @@ impl Projection {
     pub fn transcript(&self, plan: CompactionPlan) -> String {
         let mut out = String::new();
         for message in &self.messages[plan.from..plan.to] {
-            let line = match message {
+            let line = match message.message() {
                 ModelMessage::System { text } => format!("[system] {text}"),
                 ModelMessage::User { text } => format!("[user] {text}"),
                 ModelMessage::Assistant {
@@ -105,12 +108,13 @@ impl Projection {
         let head = self.head_len();
         let len = self.messages.len();
         let cut = len.saturating_sub(keep_last).max(head);
+        self.checked.touched(head);
         self.messages.splice(
             head..cut,
-            [ModelMessage::User {
+            [CachedMessage::new(ModelMessage::User {
                 text: summary_message(summary, removed),
-            }],
+            })],
         );
-        self.chars = self.messages.iter().map(message_chars).sum();
+        self.chars = self.messages.iter().map(|m| message_chars(m)).sum();
     }
 }

@@ -10,15 +10,25 @@
 //! bookkeeping events never do. The projection holds no state that cannot be
 //! rebuilt from the log.
 //!
+//! Each message is kept beside its serialized forms ([`CachedMessage`]), so
+//! a request body is assembled from pieces serialized once; the repair
+//! pipeline checks only the messages added since its last clean pass
+//! ([`repair`]). Either cache is dropped for exactly what a change touches:
+//! a changed message loses its serialized forms, and any change before the
+//! checked prefix's end (a compaction, a trim, a repair, a result inserted
+//! into an earlier block) sends the next check back to the start.
+//!
 //! The pieces: [`render`] is how user input and tool results read to the
 //! model, [`compaction`] plans and applies summaries, [`repair`] is the
 //! pipeline that makes any history acceptable to any provider.
 
+#[cfg(test)]
+mod cache_tests;
 mod compaction;
 mod render;
 mod repair;
 
-use crate::provider::ModelMessage;
+use crate::provider::{CachedMessage, ModelMessage};
 use crate::vocab::event::Event;
 
 pub use self::compaction::{summary_message, CompactionPlan};
@@ -28,9 +38,11 @@ pub use self::repair::{Repair, RepairLimits, RESULT_UNAVAILABLE};
 /// The model-visible history of a session.
 #[derive(Debug, Clone)]
 pub struct Projection {
-    messages: Vec<ModelMessage>,
+    messages: Vec<CachedMessage>,
     /// Rough size of the history in characters, for token estimates.
     chars: usize,
+    /// How far the repair pipeline's structural checks already passed.
+    checked: repair::Checked,
     /// The files read and edited, folded from the same events.
     ledger: crate::core::ledger::Ledger,
 }
@@ -40,10 +52,11 @@ impl Projection {
     pub fn new(system_prompt: String) -> Self {
         let chars = system_prompt.len();
         Projection {
-            messages: vec![ModelMessage::System {
+            messages: vec![CachedMessage::new(ModelMessage::System {
                 text: system_prompt,
-            }],
+            })],
             chars,
+            checked: Default::default(),
             ledger: Default::default(),
         }
     }
@@ -60,7 +73,7 @@ impl Projection {
         projection
     }
 
-    pub fn messages(&self) -> &[ModelMessage] {
+    pub fn messages(&self) -> &[CachedMessage] {
         &self.messages
     }
 
@@ -75,8 +88,11 @@ impl Projection {
         (self.chars / 4) as u64
     }
 
-    /// Mutable access for tests that need a deliberately broken history.
-    pub fn messages_mut(&mut self) -> &mut Vec<ModelMessage> {
+    /// Mutable access for tests that need a deliberately broken history:
+    /// the repair pipeline checks everything again.
+    pub fn messages_mut(&mut self) -> &mut Vec<CachedMessage> {
+        self.checked = Default::default();
+        self.checked.chars_stale = true;
         &mut self.messages
     }
 
@@ -118,13 +134,14 @@ impl Projection {
                 };
                 self.chars += message_chars(&message);
                 let at = self.result_position(call_id);
-                self.messages.insert(at, message);
+                self.checked.touched(at);
+                self.messages.insert(at, CachedMessage::new(message));
                 return;
             }
             _ => return,
         };
         self.chars += message_chars(&message);
-        self.messages.push(message);
+        self.messages.push(CachedMessage::new(message));
     }
 
     /// Where a result goes: in the block of results after the assistant
@@ -135,10 +152,11 @@ impl Projection {
         let end = self.messages.len();
         let block_start = self.messages[..end]
             .iter()
-            .rposition(|m| !matches!(m, ModelMessage::Tool { .. }))
+            .rposition(|m| !matches!(**m, ModelMessage::Tool { .. }))
             .map_or(0, |i| i + 1);
-        let Some(ModelMessage::Assistant { tool_calls, .. }) =
-            block_start.checked_sub(1).map(|i| &self.messages[i])
+        let Some(ModelMessage::Assistant { tool_calls, .. }) = block_start
+            .checked_sub(1)
+            .map(|i| self.messages[i].message())
         else {
             return end;
         };
@@ -148,7 +166,7 @@ impl Projection {
         };
         self.messages[block_start..end]
             .iter()
-            .position(|m| match m {
+            .position(|m| match m.message() {
                 ModelMessage::Tool { call_id, .. } => order(call_id).is_some_and(|o| o > mine),
                 _ => false,
             })
@@ -210,7 +228,7 @@ mod tests {
         let ids: Vec<&str> = projection
             .messages()
             .iter()
-            .filter_map(|m| match m {
+            .filter_map(|m| match m.message() {
                 ModelMessage::Tool { call_id, .. } => Some(call_id.as_str()),
                 _ => None,
             })
@@ -269,7 +287,7 @@ mod tests {
         assert_eq!(messages.len(), 4);
         assert_eq!(messages[1], ModelMessage::User { text: "hi".into() });
         assert!(
-            matches!(&messages[2], ModelMessage::Assistant { text, tool_calls, .. } if text.is_empty() && tool_calls.len() == 1)
+            matches!(messages[2].message(), ModelMessage::Assistant { text, tool_calls, .. } if text.is_empty() && tool_calls.len() == 1)
         );
         assert_eq!(
             messages[3],

@@ -3,9 +3,62 @@
 //! shortens old results and trims to the context window, keeping the head
 //! and the last prompt. It only reads when nothing is wrong, and reports
 //! each repair it made.
+//!
+//! Incremental: the structural checks (one leading system message, valid
+//! and unique call ids, every call answered right after it) remember how
+//! far they passed ([`Checked`]) and look only at the messages added since.
+//! Any change before that point resets it; a failed check runs the whole
+//! pipeline as before. Either way the history comes out as a pass over all
+//! of it would leave it.
+
+use std::collections::HashSet;
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use super::{message_chars, Projection};
-use crate::provider::ModelMessage;
+use crate::provider::{CachedMessage, ModelMessage};
+
+/// How far the structural checks passed on an unchanged prefix.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Checked {
+    /// `messages[..len]` passed, and `len` is where a unit (a message and
+    /// the results of its calls) starts.
+    len: usize,
+    /// Hashes of the call ids in `messages[..len]`. A collision only makes
+    /// the check fail, and the full pipeline then compares the ids.
+    ids: HashSet<u64>,
+    /// Every tool result before this index is older than the newest
+    /// `keep_recent_results` and no longer than the limit, for these
+    /// (keep, shorten-to) settings.
+    shortened_before: usize,
+    shorten_settings: Option<(usize, usize)>,
+    /// The message list was changed from outside (tests): `chars` is to
+    /// be counted again.
+    pub(super) chars_stale: bool,
+}
+
+impl Checked {
+    /// The history changed at `at`: what was checked before it still holds
+    /// only if `at` is past the checked prefix.
+    pub(super) fn touched(&mut self, at: usize) {
+        if at < self.len.max(self.shortened_before) {
+            let chars_stale = self.chars_stale;
+            *self = Checked {
+                chars_stale,
+                ..Checked::default()
+            };
+        }
+    }
+}
+
+fn id_hash(id: &str) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    id.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The end of a result shortened by `shorten_old_results`; such a result is
+/// not shortened again.
+const OMITTED_NOTE_END: &str = " bytes of this old result omitted; run the tool again to see them]";
 
 /// One repair the pipeline made, for the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,16 +108,75 @@ impl Projection {
     /// it did. When nothing is wrong it only reads (no allocation of
     /// message text).
     pub fn repair(&mut self, limits: RepairLimits) -> Vec<Repair> {
+        if self.checked.chars_stale {
+            self.chars = self.messages.iter().map(|m| message_chars(m)).sum();
+            self.checked.chars_stale = false;
+        }
         let mut repairs = Vec::new();
-        self.merge_system_messages(&mut repairs);
-        self.fix_call_ids(&mut repairs);
-        self.pair_tool_results(&mut repairs);
+        if !self.structure_ok() {
+            self.checked = Checked::default();
+            self.merge_system_messages(&mut repairs);
+            self.fix_call_ids(&mut repairs);
+            self.pair_tool_results(&mut repairs);
+        }
         self.shorten_old_results(limits, &mut repairs);
         self.trim_to_context(limits, &mut repairs);
         if !repairs.is_empty() {
-            self.chars = self.messages.iter().map(message_chars).sum();
+            self.chars = self.messages.iter().map(|m| message_chars(m)).sum();
         }
         repairs
+    }
+
+    /// The pipeline checking the whole history, as if nothing had been
+    /// checked before: the reference the incremental checks must match.
+    #[cfg(test)]
+    pub(super) fn repair_whole(&mut self, limits: RepairLimits) -> Vec<Repair> {
+        self.checked = Checked::default();
+        self.chars = self.messages.iter().map(|m| message_chars(m)).sum();
+        self.repair(limits)
+    }
+
+    /// Whether the history needs none of the structural repairs, looking
+    /// only past the checked prefix: the whole-history checks of
+    /// `merge_system_messages`, `call_ids_ok` and `results_well_paired`,
+    /// continued from where they last passed.
+    fn structure_ok(&mut self) -> bool {
+        if !matches!(
+            self.messages.first().map(|m| m.message()),
+            Some(ModelMessage::System { .. })
+        ) {
+            return false;
+        }
+        let checked = &mut self.checked;
+        let mut i = checked.len.max(1);
+        while i < self.messages.len() {
+            match self.messages[i].message() {
+                ModelMessage::Assistant { tool_calls, .. } => {
+                    for call in tool_calls {
+                        if !valid_call_id(&call.id) || !checked.ids.insert(id_hash(&call.id)) {
+                            *checked = Checked::default();
+                            return false;
+                        }
+                        i += 1;
+                        match self.messages.get(i).map(|m| m.message()) {
+                            Some(ModelMessage::Tool { call_id, .. }) if *call_id == call.id => {}
+                            _ => {
+                                *checked = Checked::default();
+                                return false;
+                            }
+                        }
+                    }
+                }
+                ModelMessage::User { .. } => {}
+                ModelMessage::System { .. } | ModelMessage::Tool { .. } => {
+                    *checked = Checked::default();
+                    return false;
+                }
+            }
+            i += 1;
+        }
+        checked.len = self.messages.len();
+        true
     }
 
     fn merge_system_messages(&mut self, repairs: &mut Vec<Repair>) {
@@ -72,14 +184,17 @@ impl Projection {
             .messages
             .iter()
             .enumerate()
-            .filter(|(i, m)| *i > 0 && matches!(m, ModelMessage::System { .. }))
+            .filter(|(i, m)| *i > 0 && matches!(m.message(), ModelMessage::System { .. }))
             .count();
-        let first_is_system = matches!(self.messages.first(), Some(ModelMessage::System { .. }));
+        let first_is_system = matches!(
+            self.messages.first().map(|m| m.message()),
+            Some(ModelMessage::System { .. })
+        );
         if extra == 0 && first_is_system {
             return;
         }
         let mut texts = Vec::new();
-        self.messages.retain(|m| match m {
+        self.messages.retain(|m| match m.message() {
             ModelMessage::System { text } => {
                 texts.push(text.clone());
                 false
@@ -92,9 +207,9 @@ impl Projection {
         let count = texts.len();
         self.messages.insert(
             0,
-            ModelMessage::System {
+            CachedMessage::new(ModelMessage::System {
                 text: texts.join("\n\n"),
-            },
+            }),
         );
         repairs.push(Repair {
             repair: "merge_system",
@@ -105,7 +220,7 @@ impl Projection {
     /// Whether every tool-call id is valid and unique (borrowing only).
     fn call_ids_ok(&self) -> bool {
         let mut seen = std::collections::HashSet::new();
-        self.messages.iter().all(|m| match m {
+        self.messages.iter().all(|m| match m.message() {
             ModelMessage::Assistant { tool_calls, .. } => tool_calls
                 .iter()
                 .all(|c| valid_call_id(&c.id) && seen.insert(c.id.as_str())),
@@ -121,11 +236,12 @@ impl Projection {
         let mut renamed = 0;
         let mut next = 0usize;
         for i in 0..self.messages.len() {
-            let ModelMessage::Assistant { tool_calls, .. } = &mut self.messages[i] else {
+            let ModelMessage::Assistant { tool_calls, .. } = self.messages[i].message() else {
                 continue;
             };
-            let mut renames: Vec<(String, String)> = Vec::new();
-            for call in tool_calls.iter_mut() {
+            // (index of the call, old id, new id)
+            let mut renames: Vec<(usize, String, String)> = Vec::new();
+            for (k, call) in tool_calls.iter().enumerate() {
                 if valid_call_id(&call.id) && !seen.contains(&call.id) {
                     seen.insert(call.id.clone());
                     continue;
@@ -153,18 +269,27 @@ impl Projection {
                     }
                 };
                 seen.insert(new_id.clone());
-                renames.push((call.id.clone(), new_id.clone()));
-                call.id = new_id;
+                renames.push((k, call.id.clone(), new_id));
                 renamed += 1;
+            }
+            if renames.is_empty() {
+                continue;
+            }
+            // Only the messages that change lose their serialized forms.
+            if let ModelMessage::Assistant { tool_calls, .. } = self.messages[i].message_mut() {
+                for (k, _, new) in &renames {
+                    tool_calls[*k].id = new.clone();
+                }
             }
             // The results that answer a renamed call follow it: rename the
             // first result with the old id after this message.
-            for (old, new) in renames {
-                if let Some(ModelMessage::Tool { call_id, .. }) = self.messages[i + 1..]
-                    .iter_mut()
-                    .find(|m| matches!(m, ModelMessage::Tool { call_id, .. } if *call_id == old))
-                {
-                    *call_id = new;
+            for (_, old, new) in renames {
+                if let Some(result) = self.messages[i + 1..].iter_mut().find(
+                    |m| matches!(m.message(), ModelMessage::Tool { call_id, .. } if *call_id == old),
+                ) {
+                    if let ModelMessage::Tool { call_id, .. } = result.message_mut() {
+                        *call_id = new;
+                    }
                 }
             }
         }
@@ -183,14 +308,14 @@ impl Projection {
         if self.results_well_paired() {
             return;
         }
-        let mut results: std::collections::HashMap<String, ModelMessage> =
+        let mut results: std::collections::HashMap<String, CachedMessage> =
             std::collections::HashMap::new();
         let mut orphans = 0;
         let mut duplicates = 0;
         let call_ids: std::collections::HashSet<String> = self
             .messages
             .iter()
-            .flat_map(|m| match m {
+            .flat_map(|m| match m.message() {
                 ModelMessage::Assistant { tool_calls, .. } => {
                     tool_calls.iter().map(|c| c.id.clone()).collect()
                 }
@@ -200,23 +325,22 @@ impl Projection {
         let moved = self.results_out_of_place(&call_ids);
         let mut rest = Vec::with_capacity(self.messages.len());
         for message in self.messages.drain(..) {
-            match message {
-                ModelMessage::Tool { ref call_id, .. } => {
-                    if !call_ids.contains(call_id) {
-                        orphans += 1;
-                    } else if results.contains_key(call_id) {
-                        duplicates += 1;
-                    } else {
-                        results.insert(call_id.clone(), message);
-                    }
-                }
-                other => rest.push(other),
+            let ModelMessage::Tool { call_id, .. } = message.message() else {
+                rest.push(message);
+                continue;
+            };
+            if !call_ids.contains(call_id) {
+                orphans += 1;
+            } else if results.contains_key(call_id) {
+                duplicates += 1;
+            } else {
+                results.insert(call_id.clone(), message);
             }
         }
         let mut synthesized = 0;
         let mut out = Vec::with_capacity(rest.len() + results.len());
         for message in rest {
-            let calls: Vec<String> = match &message {
+            let calls: Vec<String> = match message.message() {
                 ModelMessage::Assistant { tool_calls, .. } => {
                     tool_calls.iter().map(|c| c.id.clone()).collect()
                 }
@@ -228,10 +352,10 @@ impl Projection {
                     Some(result) => out.push(result),
                     None => {
                         synthesized += 1;
-                        out.push(ModelMessage::Tool {
+                        out.push(CachedMessage::new(ModelMessage::Tool {
                             call_id: id,
                             content: RESULT_UNAVAILABLE.to_string(),
-                        });
+                        }));
                     }
                 }
             }
@@ -265,7 +389,7 @@ impl Projection {
     fn results_out_of_place(&self, call_ids: &std::collections::HashSet<String>) -> bool {
         let mut block_calls: Option<&Vec<crate::vocab::event::ToolCallRequest>> = None;
         for message in &self.messages {
-            match message {
+            match message.message() {
                 ModelMessage::Assistant { tool_calls, .. } => block_calls = Some(tool_calls),
                 ModelMessage::Tool { call_id, .. } => {
                     let in_block =
@@ -285,11 +409,11 @@ impl Projection {
     fn results_well_paired(&self) -> bool {
         let mut i = 0;
         while i < self.messages.len() {
-            match &self.messages[i] {
+            match self.messages[i].message() {
                 ModelMessage::Assistant { tool_calls, .. } => {
                     for call in tool_calls {
                         i += 1;
-                        match self.messages.get(i) {
+                        match self.messages.get(i).map(|m| m.message()) {
                             Some(ModelMessage::Tool { call_id, .. }) if *call_id == call.id => {}
                             _ => return false,
                         }
@@ -304,24 +428,43 @@ impl Projection {
     }
 
     fn shorten_old_results(&mut self, limits: RepairLimits, repairs: &mut Vec<Repair>) {
+        // Results before `shortened_before` were old at the last pass and
+        // left short: they only grow older, so they are not looked at again.
+        let settings = (limits.keep_recent_results, limits.shorten_results_to);
+        let from = if self.checked.shorten_settings == Some(settings) {
+            self.checked.shortened_before
+        } else {
+            0
+        };
         let mut seen = 0;
         let mut shortened = 0;
         let mut saved = 0;
-        for message in self.messages.iter_mut().rev() {
-            let ModelMessage::Tool { content, .. } = message else {
+        let mut newest_old = None;
+        for i in (from..self.messages.len()).rev() {
+            let ModelMessage::Tool { content, .. } = self.messages[i].message() else {
                 continue;
             };
             seen += 1;
-            if seen <= limits.keep_recent_results || content.len() <= limits.shorten_results_to {
+            if seen <= limits.keep_recent_results {
                 continue;
             }
+            newest_old.get_or_insert(i);
+            if content.len() <= limits.shorten_results_to || content.ends_with(OMITTED_NOTE_END) {
+                continue;
+            }
+            // Only the results that change lose their serialized forms.
+            let ModelMessage::Tool { content, .. } = self.messages[i].message_mut() else {
+                continue;
+            };
             let cut = content.floor_char_boundary(limits.shorten_results_to);
             let omitted = content.len() - cut;
             content.truncate(cut);
-            content.push_str(&format!("\n[... {omitted} bytes of this old result omitted; run the tool again to see them]"));
+            content.push_str(&format!("\n[... {omitted}{OMITTED_NOTE_END}"));
             shortened += 1;
             saved += omitted;
         }
+        self.checked.shorten_settings = Some(settings);
+        self.checked.shortened_before = newest_old.map_or(from, |i| i + 1);
         if shortened > 0 {
             repairs.push(Repair {
                 repair: "shorten_old_results",
@@ -336,14 +479,20 @@ impl Projection {
     fn trim_to_context(&mut self, limits: RepairLimits, repairs: &mut Vec<Repair>) {
         // Leave a tenth of the window for the answer.
         let budget = (limits.context_window as usize).saturating_mul(4) / 10 * 9;
-        let mut total: usize = self.messages.iter().map(message_chars).sum();
+        // `chars` is kept equal to the sum of `message_chars` over the
+        // history, but is counted again only after this pass's repairs.
+        let mut total = if !repairs.is_empty() {
+            self.messages.iter().map(|m| message_chars(m)).sum()
+        } else {
+            self.chars
+        };
         if total <= budget {
             return;
         }
         let last_user = self
             .messages
             .iter()
-            .rposition(|m| matches!(m, ModelMessage::User { .. }))
+            .rposition(|m| matches!(m.message(), ModelMessage::User { .. }))
             .unwrap_or(self.messages.len());
         // The system prompt and the first request stay.
         let start = self.head_len().min(last_user);
@@ -353,7 +502,10 @@ impl Projection {
         let mut dropped = 0;
         while total > budget && end < last_user {
             let mut unit_end = end + 1;
-            while matches!(self.messages.get(unit_end), Some(ModelMessage::Tool { .. })) {
+            while matches!(
+                self.messages.get(unit_end).map(|m| m.message()),
+                Some(ModelMessage::Tool { .. })
+            ) {
                 unit_end += 1;
             }
             if unit_end > last_user {
@@ -361,7 +513,7 @@ impl Projection {
             }
             total -= self.messages[end..unit_end]
                 .iter()
-                .map(message_chars)
+                .map(|m| message_chars(m))
                 .sum::<usize>();
             dropped += unit_end - end;
             end = unit_end;
@@ -369,6 +521,7 @@ impl Projection {
         if dropped == 0 {
             return;
         }
+        self.checked.touched(start);
         self.messages.drain(start..end);
         repairs.push(Repair {
             repair: "trim_to_context",
@@ -413,7 +566,8 @@ mod tests {
 
     fn with(messages: Vec<ModelMessage>) -> Projection {
         let mut p = Projection::new("sys".into());
-        p.messages_mut().extend(messages);
+        p.messages_mut()
+            .extend(messages.into_iter().map(CachedMessage::new));
         p
     }
 
@@ -491,7 +645,7 @@ mod tests {
         assert!(!p
             .messages()
             .iter()
-            .any(|m| matches!(m, ModelMessage::Tool { .. })));
+            .any(|m| matches!(m.message(), ModelMessage::Tool { .. })));
     }
 
     #[test]
@@ -523,7 +677,7 @@ mod tests {
         let ids: Vec<String> = p
             .messages()
             .iter()
-            .filter_map(|m| match m {
+            .filter_map(|m| match m.message() {
                 ModelMessage::Tool { call_id, .. } => Some(call_id.clone()),
                 _ => None,
             })
@@ -550,7 +704,7 @@ mod tests {
         let lens: Vec<usize> = p
             .messages()
             .iter()
-            .filter_map(|m| match m {
+            .filter_map(|m| match m.message() {
                 ModelMessage::Tool { content, .. } => Some(content.len()),
                 _ => None,
             })
@@ -577,8 +731,11 @@ mod tests {
         };
         let repairs = p.repair(limits);
         assert_eq!(names(&repairs), vec!["trim_to_context"]);
-        assert!(matches!(p.messages()[0], ModelMessage::System { .. }));
-        assert_eq!(p.messages().last(), Some(&user("latest")));
+        assert!(matches!(*p.messages()[0], ModelMessage::System { .. }));
+        assert_eq!(
+            p.messages().last().map(|m| m.message()),
+            Some(&user("latest"))
+        );
         // Every remaining tool result still follows its call.
         assert!(p.results_well_paired());
     }

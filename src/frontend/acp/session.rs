@@ -57,18 +57,20 @@ impl Agent {
             "session/prompt" => self.prompt(params, rid).await,
             "session/set_mode" => self.set_mode(params, rid, "modeId"),
             "session/set_config_option" => self.set_config_option(params, rid),
+            // Notifications; a client that sends one with an id still gets
+            // an answer (`{}`), or it would wait forever.
             "session/cancel" => {
                 if let Ok(session_id) = string_param(params, "sessionId") {
                     if let Err(e) = self.daemon.cancel(session_id, false) {
                         tracing::warn!("session/cancel: {e}");
                     }
                 }
-                return None;
+                Ok(json!({}))
             }
             // ACP's withdrawal of a request of the client's: every request
             // of the client's is answered promptly or is a prompt, which
             // `session/cancel` ends.
-            "$/cancel_request" => return None,
+            "$/cancel_request" => Ok(json!({})),
             other => Err(error_response(
                 rid,
                 -32601,

@@ -183,6 +183,10 @@ where
                     outgoing.complete(&value);
                     continue;
                 }
+                if let Some(refusal) = notification_with_an_id(&value) {
+                    out.send_json(&refusal);
+                    continue;
+                }
                 if value.get("method").and_then(Value::as_str)
                     == Some("window/workDoneProgress/cancel")
                 {
@@ -235,4 +239,35 @@ where
     }
     out.close().await;
     end
+}
+
+/// Notifications that tower-lsp drops or this loop handles itself.
+const LOOP_NOTIFICATIONS: [&str; 5] = [
+    "$/cancelRequest",
+    "$/setTrace",
+    "$/logTrace",
+    "$/progress",
+    "window/workDoneProgress/cancel",
+];
+
+/// The answer to a request (a message with an `id`) whose method is one
+/// of [`LOOP_NOTIFICATIONS`] or any other `$/` method: tower-lsp never
+/// answers those, and a client waiting on the id would wait forever. A
+/// known notification is `-32600` (as tower-lsp answers other
+/// notifications sent with an id); an unknown `$/` method `-32601`, as
+/// the LSP specification asks.
+fn notification_with_an_id(message: &Value) -> Option<Value> {
+    let id = message.get("id")?;
+    let method = message.get("method").and_then(Value::as_str)?;
+    let (code, text) = if LOOP_NOTIFICATIONS.contains(&method) {
+        (
+            -32600,
+            format!("`{method}` is a notification; send it without an `id`"),
+        )
+    } else if method.starts_with("$/") {
+        (-32601, format!("method not found: {method}"))
+    } else {
+        return None;
+    };
+    Some(serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": text}}))
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tokio::io::BufReader;
-use tokio::process::Command;
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use super::slow_reader::{read_until_response, send};
 use crate::support::client::{file_uri, tandem_bin};
@@ -30,8 +30,24 @@ fn rss_kib(pid: u32) -> u64 {
         .expect("VmRSS of the daemon")
 }
 
-#[tokio::test]
-async fn an_editor_that_stops_reading_stops_the_model_stream_and_memory_stays_bounded() {
+/// A daemon whose editor stopped reading while the model streams 32 MiB,
+/// once the model server's writes have stalled.
+struct Stalled {
+    _server: ModelServer,
+    _child: Child,
+    _home: tempfile::TempDir,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    session: String,
+    log: std::path::PathBuf,
+    pieces: Vec<String>,
+    /// SSE events the model server had begun to write when it stalled.
+    written: usize,
+    rss_before_kib: u64,
+    rss_peak_kib: u64,
+}
+
+async fn stall_the_model_stream() -> Stalled {
     let server = ModelServer::start().await;
     let pieces: Vec<String> = (0..CHUNKS)
         .map(|i| format!("<{i:05}>{}", "x".repeat(CHUNK_BYTES - 7)))
@@ -111,6 +127,32 @@ async fn an_editor_that_stops_reading_stops_the_model_stream_and_memory_stays_bo
             "the model server kept writing ({written} chunks) for a minute"
         );
     }
+    Stalled {
+        log: home
+            .path()
+            .join("sessions")
+            .join(format!("{session}.jsonl")),
+        _server: server,
+        _child: child,
+        _home: home,
+        stdin,
+        stdout,
+        session,
+        pieces,
+        written: seen,
+        rss_before_kib: before,
+        rss_peak_kib: peak,
+    }
+}
+
+#[tokio::test]
+async fn an_editor_that_stops_reading_stops_the_model_stream_and_memory_stays_bounded() {
+    let mut stalled = stall_the_model_stream().await;
+    let (seen, before, peak) = (
+        stalled.written,
+        stalled.rss_before_kib,
+        stalled.rss_peak_kib,
+    );
     let grew_mib = peak.saturating_sub(before) as f64 / 1024.0;
     println!("paused: {seen} of {CHUNKS} chunks written by the model server, daemon grew {grew_mib:.1} MiB");
     assert!(
@@ -121,7 +163,7 @@ async fn an_editor_that_stops_reading_stops_the_model_stream_and_memory_stays_bo
 
     // The editor reads again: the turn goes on to its end, and nothing
     // was lost or reordered.
-    let frames = read_until_response(&mut stdout, 3).await;
+    let frames = read_until_response(&mut stalled.stdout, 3).await;
     let updates: Vec<&Value> = frames
         .iter()
         .filter(|m| m["method"] == "tandem/update")
@@ -132,7 +174,40 @@ async fn an_editor_that_stops_reading_stops_the_model_stream_and_memory_stays_bo
         .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
         .map(|u| u["content"]["text"].as_str().unwrap())
         .collect();
-    assert!(text == pieces.concat(), "the exact text, in order");
+    assert!(text == stalled.pieces.concat(), "the exact text, in order");
     assert_eq!(updates.last().unwrap()["sessionUpdate"], "turn_end");
     assert_eq!(frames.last().unwrap()["result"]["stopReason"], "end_turn");
+}
+
+#[tokio::test]
+async fn a_cancel_ends_a_turn_that_waits_for_the_editor_to_read() {
+    let mut stalled = stall_the_model_stream().await;
+    send(
+        &mut stalled.stdin,
+        json!({"jsonrpc": "2.0", "method": "tandem/cancel",
+               "params": {"sessionId": stalled.session}}),
+    )
+    .await;
+    // The turn ends while the editor still reads nothing.
+    let mut polls = 0;
+    while !std::fs::read_to_string(&stalled.log)
+        .unwrap_or_default()
+        .contains("\"type\":\"turn_end\"")
+    {
+        polls += 1;
+        assert!(polls < 1000, "the cancel did not end the waiting turn");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let frames = read_until_response(&mut stalled.stdout, 3).await;
+    assert_eq!(frames.last().unwrap()["result"]["stopReason"], "cancelled");
+    let text: String = frames
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|m| m["params"]["update"]["content"]["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        stalled.pieces.concat().starts_with(&text) && text.len() < CHUNKS * CHUNK_BYTES,
+        "a prefix of the answer, in order ({} bytes)",
+        text.len()
+    );
 }

@@ -31,13 +31,17 @@ async fn serve_connection(mut socket: TcpStream, state: Arc<State>) {
     };
     let path = request.path.clone();
     let method = request.method.clone();
-    lock(&state.requests).push(request);
+    lock(&state.requests).push(request.clone());
     state.changed.notify_waiters();
 
     let reply = match (method.as_str(), path.as_str()) {
-        ("POST", "/v1/chat/completions" | "/v1/messages") => lock(&state.replies)
-            .pop_front()
-            .unwrap_or_else(|| error_reply(500, "no scripted reply")),
+        ("POST", "/v1/chat/completions" | "/v1/messages") => {
+            let scripted = lock(&state.replies).pop_front();
+            let responder = || lock(&state.responder).clone();
+            scripted
+                .or_else(|| responder().map(|respond| respond(&request)))
+                .unwrap_or_else(|| error_reply(500, "no scripted reply"))
+        }
         _ => error_reply(404, &format!("no route for {method} {path}")),
     };
     match reply {

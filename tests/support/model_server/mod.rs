@@ -13,11 +13,14 @@
 //! ```
 //!
 //! Both `POST /v1/chat/completions` and `POST /v1/messages` answer from the
-//! one FIFO queue of replies; an empty queue answers HTTP 500 "no scripted
-//! reply". Every response carries `Connection: close` and the socket is
-//! closed after it. Every request is recorded, whatever its path.
+//! one FIFO queue of replies; an empty queue asks the responder set with
+//! [`ModelServer::respond_with`] (for tests whose requests arrive in no
+//! fixed order), else answers HTTP 500 "no scripted reply". Every response
+//! carries `Connection: close` and the socket is closed after it. Every
+//! request is recorded, whatever its path.
 
 pub mod anthropic;
+pub mod faults;
 mod http;
 pub mod openai;
 mod script;
@@ -42,9 +45,13 @@ pub const MODEL_NAME: &str = "scripted-model";
 /// against hangs, never a way of waiting for something.
 const WAIT_LIMIT: Duration = Duration::from_secs(20);
 
+/// Computes a reply from the request, when the FIFO queue is empty.
+pub type Responder = Arc<dyn Fn(&RecordedRequest) -> Reply + Send + Sync>;
+
 #[derive(Default)]
 struct State {
     replies: Mutex<VecDeque<Reply>>,
+    responder: Mutex<Option<Responder>>,
     requests: Mutex<Vec<RecordedRequest>>,
     chunk_write_times: Mutex<Vec<Instant>>,
     hangups: Mutex<usize>,
@@ -131,6 +138,16 @@ impl ModelServer {
     /// Scripts the next response (FIFO).
     pub fn push(&self, reply: Reply) {
         lock(&self.state.replies).push_back(reply);
+    }
+
+    /// Answers every request that finds the FIFO queue empty with
+    /// `responder(request)`: for many sessions or turns at once, where the
+    /// reply depends on which one asks.
+    pub fn respond_with(
+        &self,
+        responder: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    ) {
+        *lock(&self.state.responder) = Some(Arc::new(responder));
     }
 
     /// Every request received so far, in arrival order.

@@ -1,0 +1,303 @@
+//! The request body a session builds incrementally (each message's cached
+//! serialized form, the repair checks continuing from where they passed)
+//! equals, byte for byte, the body built from scratch, after every kind of
+//! step and for both providers: the same messages serialized from scratch,
+//! and a second projection fed the same events whose repair pipeline checks
+//! the whole history every time (as before the caches), serialized from
+//! scratch.
+//!
+//! Not compared: the log folded again and repaired once. That differs, by
+//! design of the repair pipeline and not of the caches, when call ids were
+//! renamed at different requests (the renaming counter starts again with
+//! each pass), so a reloaded session may give a renamed call another id.
+
+use std::sync::Arc;
+
+use super::{Projection, RepairLimits};
+use crate::config::{ModelConfig, ProviderKind};
+use crate::provider::{from_config, ModelRequest, Provider, ToolSpec};
+use crate::vocab::event::{
+    Event, FinishReason, Thinking, ToolCallRequest, ToolStatus, Usage, UserContent,
+};
+
+const SYSTEM: &str = "You are tandem.\n\nWorkspace: /w";
+
+fn provider(kind: ProviderKind, model: &str) -> Arc<dyn Provider> {
+    from_config(&ModelConfig {
+        provider: kind,
+        base_url: "http://127.0.0.1:9/v1".into(),
+        name: model.into(),
+        ..ModelConfig::default()
+    })
+}
+
+fn user(text: &str) -> Event {
+    Event::UserMessage {
+        turn_id: "t1".into(),
+        message_id: format!("m-{text}"),
+        content: vec![UserContent::Text { text: text.into() }],
+    }
+}
+
+fn call(id: &str, arguments: &str) -> ToolCallRequest {
+    ToolCallRequest {
+        id: id.into(),
+        name: "read_file".into(),
+        arguments: arguments.into(),
+    }
+}
+
+fn assistant(text: &str, thinking: Option<Thinking>, calls: Vec<ToolCallRequest>) -> Event {
+    Event::AssistantMessage {
+        turn_id: "t1".into(),
+        step: 1,
+        attempt: 1,
+        provider: "openai".into(),
+        model: "m".into(),
+        text: text.into(),
+        thinking,
+        finish_reason: if calls.is_empty() {
+            FinishReason::Stop
+        } else {
+            FinishReason::ToolCalls
+        },
+        tool_calls: calls,
+        usage: Usage::default(),
+    }
+}
+
+fn result(id: &str, status: ToolStatus, output: &str) -> Event {
+    Event::ToolResult {
+        turn_id: "t1".into(),
+        call_id: id.into(),
+        status,
+        output: output.into(),
+    }
+}
+
+/// A session's log and its live projection, requested from as the driver
+/// does: repair, then the body from the caches.
+struct Session {
+    log: Vec<Event>,
+    live: Projection,
+    /// Fed the same events, repaired over the whole history each time.
+    reference: Projection,
+    limits: RepairLimits,
+    tools: Vec<ToolSpec>,
+    requests: usize,
+}
+
+impl Session {
+    fn new() -> Session {
+        Session {
+            log: Vec::new(),
+            live: Projection::new(SYSTEM.into()),
+            reference: Projection::new(SYSTEM.into()),
+            limits: RepairLimits::default(),
+            tools: vec![ToolSpec {
+                name: "read_file".into(),
+                description: "Reads a file".into(),
+                parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            }],
+            requests: 0,
+        }
+    }
+
+    fn record(&mut self, events: impl IntoIterator<Item = Event>) {
+        for event in events {
+            self.live.apply(&event);
+            self.reference.apply(&event);
+            self.log.push(event);
+        }
+    }
+
+    /// One step's request through `provider`, checked against both
+    /// from-scratch builds.
+    fn request(&mut self, provider: &dyn Provider) {
+        self.requests += 1;
+        let n = self.requests;
+        self.live.repair(self.limits);
+        fn request<'a>(projection: &'a Projection, tools: &'a [ToolSpec]) -> ModelRequest<'a> {
+            ModelRequest {
+                messages: projection.messages(),
+                tools,
+                max_output_tokens: None,
+            }
+        }
+        let built = provider.request_body(request(&self.live, &self.tools));
+        let same_messages = provider.request_body_from_scratch(request(&self.live, &self.tools));
+        assert_eq!(
+            String::from_utf8_lossy(&built),
+            String::from_utf8_lossy(&same_messages),
+            "request {n} ({}): the cached body differs from the same messages serialized from scratch",
+            provider.name()
+        );
+        self.reference.repair_whole(self.limits);
+        let scratch = provider.request_body_from_scratch(request(&self.reference, &self.tools));
+        assert_eq!(
+            String::from_utf8_lossy(&built),
+            String::from_utf8_lossy(&scratch),
+            "request {n} ({}): the incremental body differs from the history repaired whole and serialized from scratch",
+            provider.name()
+        );
+        assert_eq!(
+            self.live.estimated_tokens(),
+            self.reference.estimated_tokens()
+        );
+        serde_json::from_slice::<serde_json::Value>(&built).expect("the body is JSON");
+    }
+}
+
+#[test]
+fn every_kind_of_step_builds_the_body_a_from_scratch_build_would() {
+    let openai = provider(ProviderKind::Openai, "m");
+    let anthropic = provider(ProviderKind::Anthropic, "m");
+    let both = [openai.clone(), anthropic.clone()];
+    let mut s = Session::new();
+
+    s.record([user("read a, b and c")]);
+    s.request(&*openai);
+
+    // Tool results, logged as the calls end (another order than called).
+    s.record([assistant(
+        "Reading.",
+        None,
+        vec![
+            call("c1", r#"{"path":"a"}"#),
+            call("c2", r#"{"path":"b"}"#),
+            call("c3", r#"{"path":"c"}"#),
+        ],
+    )]);
+    s.record([
+        result("c3", ToolStatus::Completed, "C"),
+        result("c1", ToolStatus::Failed, "no such file"),
+        result("c2", ToolStatus::Completed, "B \"quoted\" \u{1F600}\n"),
+    ]);
+    s.request(&*openai);
+
+    // A steer entered between steps, then an inject ahead of a prompt.
+    s.record([
+        assistant("", None, vec![call("c4", r#"{"path":"d"}"#)]),
+        result("c4", ToolStatus::Completed, "D"),
+        user("also look at e"),
+    ]);
+    s.request(&*openai);
+    s.record([
+        assistant("Done.", None, vec![]),
+        user("context: tests live in tests/"),
+        user("go on"),
+    ]);
+    s.request(&*openai);
+
+    // Provider switch: the Messages API shape, with signed thinking and
+    // malformed arguments, built from the other cache.
+    s.record([assistant(
+        "Checking.",
+        Some(Thinking {
+            text: "need e".into(),
+            signature: Some("sig-1".into()),
+        }),
+        vec![call("c5", r#"{"path":"e"}"#), call("c6", r#"{"path":"#)],
+    )]);
+    s.record([
+        result("c6", ToolStatus::Rejected, "bad arguments"),
+        result("c5", ToolStatus::Completed, "E"),
+    ]);
+    s.request(&*anthropic);
+    s.request(&*openai);
+
+    // Repair of an orphaned call (a turn cut off before its result), of a
+    // result answering no call, and of a reused call id.
+    s.record([
+        assistant("", None, vec![call("c7", "{}")]),
+        user("never mind that"),
+    ]);
+    s.request(&*anthropic);
+    s.record([
+        result("ghost", ToolStatus::Completed, "answers nothing"),
+        assistant("", None, vec![call("c1", r#"{"path":"a"}"#)]),
+        result("c1", ToolStatus::Completed, "A again"),
+    ]);
+    for p in &both {
+        s.request(&**p);
+    }
+    s.record([
+        assistant("", None, vec![call("bad id!", "{}")]),
+        result("bad id!", ToolStatus::Completed, "odd id"),
+    ]);
+    for p in &both {
+        s.request(&**p);
+    }
+
+    // Long results, each requested while recent, then shortened as they
+    // age: the shortened messages must not be served from the cache.
+    for i in 0..12 {
+        let id = format!("big{i}");
+        s.record([
+            assistant("", None, vec![call(&id, "{}")]),
+            result(&id, ToolStatus::Completed, &format!("{i}").repeat(3_000)),
+        ]);
+        s.request(&*both[i % 2]);
+    }
+    for p in &both {
+        s.request(&**p);
+    }
+
+    // Compaction: the summary replaces all but the head and the last four.
+    s.record([Event::Compacted {
+        turn_id: "t1".into(),
+        summary: Some("read a to e; big outputs".into()),
+        removed: 30,
+        keep_last: 4,
+        error: None,
+        usage: Usage::default(),
+    }]);
+    for p in &both {
+        s.request(&**p);
+    }
+    s.record([
+        assistant("", None, vec![call("c8", "{}")]),
+        result("c8", ToolStatus::Completed, "after compaction"),
+    ]);
+    for p in &both {
+        s.request(&**p);
+    }
+
+    // Trimming to a small window drops the oldest units.
+    s.limits.context_window = 3_000;
+    for i in 0..6 {
+        let id = format!("t{i}");
+        s.record([
+            assistant("", None, vec![call(&id, "{}")]),
+            result(&id, ToolStatus::Completed, &"y".repeat(1_500)),
+            user(&format!("next {i}")),
+        ]);
+        s.request(&*both[i % 2]);
+    }
+
+    // A model switch changes only the frame.
+    s.request(&*provider(ProviderKind::Openai, "other-model"));
+    s.request(&*provider(ProviderKind::Anthropic, "other-model"));
+}
+
+#[test]
+fn a_changed_message_loses_its_serialized_forms() {
+    let openai = provider(ProviderKind::Openai, "m");
+    let mut s = Session::new();
+    s.record([user("q")]);
+    s.request(&*openai);
+    let cached = s.live.messages()[1].cached_bytes();
+    assert!(cached > 0, "the request cached the message");
+    let crate::provider::ModelMessage::User { text } = s.live.messages_mut()[1].message_mut()
+    else {
+        panic!("a user message");
+    };
+    text.push_str(" changed");
+    assert_eq!(s.live.messages()[1].cached_bytes(), 0);
+    let body = openai.request_body(ModelRequest {
+        messages: s.live.messages(),
+        tools: &[],
+        max_output_tokens: None,
+    });
+    assert!(String::from_utf8_lossy(&body).contains("q changed"));
+}
