@@ -50,11 +50,19 @@ pub enum Ours {
     /// Drop the answer.
     Ignore,
     /// The answer is a subscription id for an attach; `load` is the
-    /// editor's load request id, if it asked.
-    Attach { load: Option<Value> },
+    /// editor's load request id, if it asked; `done` is told once the
+    /// serve has answered (the subscription is in place, or failed).
+    Attach {
+        load: Option<Value>,
+        done: Option<oneshot::Sender<()>>,
+    },
     /// The editor's `tandem/newSession` (`session/new`) request `id`:
-    /// attach to the new session, then pass the answer on.
-    NewSession { id: Value },
+    /// attach to the new session, then pass the answer on; `attached` is
+    /// told once the attach is answered (dropped if there is none).
+    NewSession {
+        id: Value,
+        attached: oneshot::Sender<()>,
+    },
     /// Hand the whole answer to the shim's own waiting call.
     Answer(oneshot::Sender<Value>),
     /// Answer the editor's request `id` with the serve's answer, rewritten.
@@ -189,6 +197,22 @@ impl Relay {
         );
     }
 
+    /// Relays the editor's `tandem/newSession` (`message`, the editor's id
+    /// `id`) and waits (up to 10 s) until the shim is attached to the new
+    /// session: the serve handles a connection's messages concurrently, and
+    /// a prompt relayed before the attach is in place could start a turn
+    /// this window then gets no `$/progress` for.
+    pub async fn new_session(&self, id: Value, message: Value) {
+        let (attached, done) = oneshot::channel();
+        self.request(Ours::NewSession { id, attached }, message);
+        if tokio::time::timeout(Duration::from_secs(10), done)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the serve did not attach to a new session within 10 s");
+        }
+    }
+
     /// Sends a request of the shim's own and waits (up to 10 s) for the
     /// serve's whole answer; `None` when none came.
     pub async fn call(&self, method: &str, params: Value) -> Option<Value> {
@@ -241,7 +265,7 @@ impl Relay {
             self.state().attached.insert(id.to_string());
         }
         self.request(
-            Ours::Attach { load },
+            Ours::Attach { load, done: None },
             json!({"jsonrpc": "2.0", "method": "tandem/attachSession",
                    "params": {"sessionId": session_id}}),
         );
@@ -432,26 +456,33 @@ impl<D: Dialect> Link<D> {
                 answer["id"] = id;
                 self.write_json(out, &answer)
             }
-            Some(Ours::Attach { load }) => match (message.get("result"), load) {
-                (Some(subscription), Some(load)) => {
+            Some(Ours::Attach { load, done }) => match (message.get("result"), load, done) {
+                (_, _, Some(done)) => {
+                    let _ = done.send(());
+                    true
+                }
+                (Some(subscription), Some(load), None) => {
                     self.state().loads.insert(subscription.to_string(), load);
                     true
                 }
-                (None, Some(load)) => {
+                (None, Some(load), None) => {
                     // The attach failed: that is the load's answer.
                     message["id"] = load;
                     self.write_json(out, &message)
                 }
                 _ => true,
             },
-            Some(Ours::NewSession { id }) => {
+            Some(Ours::NewSession { id, attached }) => {
                 if let Some(session_id) = message["result"].get("sessionId").cloned() {
                     if let Some(id) = session_id.as_str() {
                         self.state().attached.insert(id.to_string());
                     }
                     // Attached before the editor hears of the session, so
                     // nothing it asks next can outrun the attach.
-                    let ours = self.state().id(Ours::Attach { load: None });
+                    let ours = self.state().id(Ours::Attach {
+                        load: None,
+                        done: Some(attached),
+                    });
                     replies.push(
                         json!({"jsonrpc": "2.0", "id": ours, "method": "tandem/attachSession",
                                "params": {"sessionId": session_id}})

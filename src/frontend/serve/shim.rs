@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 use tokio::io::AsyncRead;
 
-use super::relay::{Dialect, Ours, Relay};
+use super::relay::{Dialect, Relay};
 use crate::frontend::lsp::framing::{encode, Frame, FrameReader};
 use crate::protocol::RUN_TASK_COMMAND;
 
@@ -100,7 +100,7 @@ where
                 relay.attach(&message["params"]["sessionId"], Some(id));
             }
             (Some("tandem/newSession"), Some(id)) => {
-                relay.request(Ours::NewSession { id }, message);
+                relay.new_session(id, message).await;
             }
             (Some("tandem/runTask"), Some(_)) => {
                 let params = &message["params"];
