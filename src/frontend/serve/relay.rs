@@ -235,8 +235,8 @@ impl Relay {
     /// replay: over stdio an editor hears every session's updates, through
     /// the serve only those of sessions it attached to. Errors are left
     /// for the task request itself to answer.
-    pub async fn follow_task_session(&self, uri: &Value, session_id: &Value) {
-        let mut params = json!({"uri": uri});
+    pub async fn follow_task_session(&self, task: &Value, uri: &Value, session_id: &Value) {
+        let mut params = json!({"task": task, "uri": uri});
         if !session_id.is_null() {
             params["sessionId"] = session_id.clone();
         }

@@ -105,7 +105,11 @@ where
             (Some("tandem/runTask"), Some(_)) => {
                 let params = &message["params"];
                 relay
-                    .follow_task_session(&params["textDocument"]["uri"], &params["sessionId"])
+                    .follow_task_session(
+                        &params["task"],
+                        &params["textDocument"]["uri"],
+                        &params["sessionId"],
+                    )
                     .await;
                 relay.send(&message);
             }
@@ -114,7 +118,7 @@ where
             {
                 let args = &message["params"]["arguments"][0];
                 relay
-                    .follow_task_session(&args["uri"], &args["sessionId"])
+                    .follow_task_session(&args["task"], &args["uri"], &args["sessionId"])
                     .await;
                 relay.send(&message);
             }

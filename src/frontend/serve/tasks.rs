@@ -96,6 +96,8 @@ async fn task(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcRes
 struct TaskSessionParams {
     uri: String,
     session_id: Option<String>,
+    /// When given, a task the catalog does not have makes no session.
+    task: Option<String>,
 }
 
 /// `tandem/taskSession`: the session a task on `uri` would run in, made if
@@ -114,6 +116,19 @@ fn task_session(params: Params<'_>, ctx: &Ctx, ext: &Extensions) -> RpcResult<Va
         })?;
     let conn = conn(ext);
     let origin = origin(ctx, conn);
+    if let Some(task) = &params.task {
+        let known = ctx
+            .daemon
+            .task_catalog_for(&path, &origin)
+            .is_ok_and(|catalog| catalog.get(task).is_some());
+        if !known {
+            return Err(ErrorObjectOwned::owned(
+                -32602,
+                format!("task: `{task}` is not a task of this workspace"),
+                None::<()>,
+            ));
+        }
+    }
     let session = session_for(&ctx.daemon, &origin, &path, params.session_id.as_deref())
         .map_err(|e| rpc_error(task_error(e)))?;
     ctx.hub.claim_if_unowned(&session.id, conn);

@@ -147,6 +147,23 @@ async fn code_actions_offer_tasks_for_the_selection_of_the_asking_windows_unsave
     let args = &actions[0]["command"]["arguments"][0];
     assert_eq!(args["version"], Value::Null, "{args}");
     assert_eq!(args["range"], range((1, 6), (1, 6)), "{args}");
+
+    // A bad task is refused as over stdio, and makes no task session.
+    let refused = a
+        .request(
+            "tandem/runTask",
+            json!({"task": "refactr", "textDocument": {"uri": file_uri(&s.path)},
+                   "range": range((1, 0), (2, 0))}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("unknown task `refactr`; the tasks are: fix, explain"),
+        "{refused}"
+    );
+    let listed = a.request("tandem/listSessions", json!({})).await;
+    assert_eq!(listed["result"]["sessions"], json!([]), "{listed}");
 }
 
 #[tokio::test]
