@@ -359,6 +359,32 @@ impl SessionLog {
     }
 }
 
+impl SessionLog {
+    /// Starts making everything appended so far durable without waiting
+    /// for it: the fsync runs on a blocking thread while the caller goes
+    /// on (the driver sends the model a batch's results meanwhile). The
+    /// next [`SessionLog::sync`] (before another batch of tools runs, at
+    /// the turn's end) covers the same bytes, so nothing new happens on
+    /// the machine before what came before it is on disk.
+    pub fn sync_soon(&self) {
+        if self.durability == Durability::Flush {
+            return;
+        }
+        let (Ok(runtime), Ok(file)) = (tokio::runtime::Handle::try_current(), {
+            let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            writer.file.get_ref().try_clone()
+        }) else {
+            return self.sync();
+        };
+        let session = self.session_id.clone();
+        runtime.spawn_blocking(move || {
+            if let Err(e) = file.sync_data() {
+                tracing::error!(session = %session, "session log fsync failed: {e}");
+            }
+        });
+    }
+}
+
 fn write_line(
     file: &mut BufWriter<File>,
     logged: &LoggedEvent,

@@ -129,8 +129,15 @@ impl Turn<'_> {
                     output,
                 });
             }
-            // One fsync for the batch's results, before the model sees them.
-            self.session.log.sync();
+            // One fsync for the batch's results. Before the next run of
+            // calls it is waited for; after the last it runs while the
+            // model is sent them (the next batch's fsync, before its calls
+            // run, and the turn's end wait for it).
+            if rest.is_empty() {
+                self.session.log.sync_soon();
+            } else {
+                self.session.log.sync();
+            }
         }
     }
 
