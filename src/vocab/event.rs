@@ -270,6 +270,11 @@ pub enum Event {
         /// Why there is no summary, when there is none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// The file ledger, verbatim, when there is no summary to carry it
+        /// (summarizing failed and the messages were dropped); with a
+        /// summary it is the summary's tail.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ledger: Option<String>,
         /// Tokens the summarization call used (counted in turn and session
         /// usage like any call).
         #[serde(default)]

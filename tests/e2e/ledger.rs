@@ -1,6 +1,7 @@
 //! The file ledger through the real binary: files read and patched are
 //! listed verbatim in the compaction summary the model receives, by
-//! `tandem replay --files`, and still after a restart and `loadSession`.
+//! `tandem replay --files`, and still after a restart and `loadSession`;
+//! when summarizing fails, in the note that stands for the dropped messages.
 
 use std::path::Path;
 
@@ -102,4 +103,56 @@ async fn the_compaction_summary_carries_the_file_ledger_across_a_restart() {
     let requests = server.requests();
     assert_eq!(requests.len(), 5, "no new compaction after the reload");
     assert_ledger_in(&request_text(&requests[4]));
+}
+
+#[tokio::test]
+async fn when_summarizing_fails_the_ledger_still_reaches_the_model() {
+    let server = ModelServer::start().await;
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("big.txt"), BIG_LINE.repeat(180)).unwrap();
+    let patch = json!({"input": "*** Begin Patch\n*** Add File: notes.md\n+notes\n*** End Patch"});
+    server.push(openai::tool_calls(&[(
+        "call_read",
+        "read_file",
+        r#"{"path":"big.txt"}"#,
+    )]));
+    server.push(openai::tool_calls(&[(
+        "call_patch",
+        "apply_patch",
+        &patch.to_string(),
+    )]));
+    // The summary call is refused: the old messages are dropped instead.
+    server.push(openai::error(400, "this request cannot be summarized"));
+    server.push(openai::text(["read and noted"]));
+
+    let mut editor = editor_in(None, root.path()).await;
+    let mut config =
+        server.session_config_with(json!({"compact_threshold": 0.2, "compact_keep_ratio": 0.02}));
+    config["approval"] = json!({"mode": "auto"});
+    config["model"]["context_window"] = json!(4000);
+    let session = editor.new_session(config).await;
+    let (response, _) = editor.prompt(&session, "start here").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "no retry of a refused summary");
+    let after_drop = request_text(&requests[3]);
+    assert!(
+        after_drop.contains("earlier messages were removed to fit the context window"),
+        "{after_drop}"
+    );
+    assert!(!after_drop.contains("the big file line"));
+    assert_ledger_in(&after_drop);
+
+    // And after a restart, from the log alone.
+    let home = editor.home.clone();
+    editor.shutdown_and_exit().await;
+    server.push(openai::text(["after the restart"]));
+    let mut editor = editor_in(Some(home), root.path()).await;
+    let loaded = editor
+        .request("tandem/loadSession", json!({"sessionId": session}))
+        .await;
+    assert!(loaded.get("error").is_none(), "{loaded}");
+    let (response, _) = editor.prompt(&session, "second prompt").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_ledger_in(&request_text(&server.requests()[4]));
 }

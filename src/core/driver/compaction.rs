@@ -58,6 +58,13 @@ impl Turn<'_> {
                 (None, Some(e.message), Usage::default())
             }
         };
+        // Without a summary the ledger goes into the log on its own, so the
+        // model still knows which files it changed and must re-read.
+        let ledger = if summary.is_none() {
+            self.ledger_text()
+        } else {
+            None
+        };
         self.usage.add(&usage);
         self.session_usage.add(&usage);
         self.record(Event::Compacted {
@@ -66,6 +73,7 @@ impl Turn<'_> {
             removed: plan.to - plan.from,
             keep_last: plan.keep_last,
             error,
+            ledger,
             usage,
         });
         self.charge(&usage);
@@ -83,6 +91,15 @@ impl Turn<'_> {
     /// The summary with the file ledger appended verbatim: the model's
     /// summary may lose paths, the ledger does not.
     fn with_ledger(&self, summary: &str) -> String {
+        match self.ledger_text() {
+            Some(ledger) => format!("{summary}\n\n{ledger}"),
+            None => summary.to_string(),
+        }
+    }
+
+    /// The file ledger as the model reads it, with each file's size and
+    /// whether the user has unsaved changes now; `None` when empty.
+    fn ledger_text(&self) -> Option<String> {
         let buffers = &self.buffers;
         let workspace = &self.env.workspace;
         let facts = |path: &str| {
@@ -94,10 +111,7 @@ impl Turn<'_> {
                 .is_some_and(|open| on_disk.as_deref() != Some(open.rope.to_string().as_str()));
             Some(FileFacts { size, unsaved })
         };
-        match self.projection.ledger().render(facts) {
-            Some(ledger) => format!("{summary}\n\n{ledger}"),
-            None => summary.to_string(),
-        }
+        self.projection.ledger().render(facts)
     }
 
     /// The compaction-spiral stop: `Some` once the turn has compacted

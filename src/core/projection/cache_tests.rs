@@ -250,6 +250,7 @@ fn every_kind_of_step_builds_the_body_a_from_scratch_build_would() {
         removed: 30,
         keep_last: 4,
         error: None,
+        ledger: None,
         usage: Usage::default(),
     }]);
     for p in &both {

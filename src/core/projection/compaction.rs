@@ -16,12 +16,20 @@ pub struct CompactionPlan {
 }
 
 /// How a summary appears in the model's context.
-pub fn summary_message(summary: Option<&str>, removed: usize) -> String {
-    match summary {
-        Some(summary) => format!("[Summary of the earlier conversation ({removed} messages)]\n{summary}"),
-        None => format!(
-            "[{removed} earlier messages were removed to fit the context window; the first request and the most recent work are kept]"
-        ),
+pub fn summary_message(summary: Option<&str>, ledger: Option<&str>, removed: usize) -> String {
+    match (summary, ledger) {
+        (Some(summary), _) => {
+            format!("[Summary of the earlier conversation ({removed} messages)]\n{summary}")
+        }
+        (None, ledger) => {
+            let dropped = format!(
+                "[{removed} earlier messages were removed to fit the context window; the first request and the most recent work are kept]"
+            );
+            match ledger {
+                Some(ledger) => format!("{dropped}\n\n{ledger}"),
+                None => dropped,
+            }
+        }
     }
 }
 
@@ -104,7 +112,13 @@ impl Projection {
 
     /// Replaces everything between the head and the last `keep_last`
     /// messages with one summary message.
-    pub(super) fn compact(&mut self, summary: Option<&str>, removed: usize, keep_last: usize) {
+    pub(super) fn compact(
+        &mut self,
+        summary: Option<&str>,
+        ledger: Option<&str>,
+        removed: usize,
+        keep_last: usize,
+    ) {
         let head = self.head_len();
         let len = self.messages.len();
         let cut = len.saturating_sub(keep_last).max(head);
@@ -112,7 +126,7 @@ impl Projection {
         self.messages.splice(
             head..cut,
             [CachedMessage::new(ModelMessage::User {
-                text: summary_message(summary, removed),
+                text: summary_message(summary, ledger, removed),
             })],
         );
         self.chars = self.messages.iter().map(|m| message_chars(m)).sum();

@@ -117,9 +117,10 @@ impl Projection {
                 summary,
                 removed,
                 keep_last,
+                ledger,
                 ..
             } => {
-                self.compact(summary.as_deref(), *removed, *keep_last);
+                self.compact(summary.as_deref(), ledger.as_deref(), *removed, *keep_last);
                 return;
             }
             Event::ToolResult {
