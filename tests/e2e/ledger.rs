@@ -126,6 +126,9 @@ async fn when_summarizing_fails_the_ledger_still_reaches_the_model() {
     server.push(openai::text(["read and noted"]));
 
     let mut editor = editor_in(None, root.path()).await;
+    // The user has big.txt open with a change not saved yet.
+    let unsaved = format!("an unsaved first line\n{}", BIG_LINE.repeat(179));
+    editor.open(&root.path().join("big.txt"), &unsaved).await;
     let mut config =
         server.session_config_with(json!({"compact_threshold": 0.2, "compact_keep_ratio": 0.02}));
     config["approval"] = json!({"mode": "auto"});
@@ -135,6 +138,15 @@ async fn when_summarizing_fails_the_ledger_still_reaches_the_model() {
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let requests = server.requests();
     assert_eq!(requests.len(), 4, "no retry of a refused summary");
+    assert!(
+        request_text(&requests[1]).contains("an unsaved first line"),
+        "the read saw the editor's text"
+    );
+    let big = format!(
+        "- big.txt — read at step 1 of t1, {} bytes, unsaved changes in the editor",
+        BIG_LINE.len() * 180
+    );
+    assert!(request_text(&requests[3]).contains(&big), "{big:?}");
     let after_drop = request_text(&requests[3]);
     assert!(
         after_drop.contains("earlier messages were removed to fit the context window"),
