@@ -109,7 +109,20 @@ impl<T> PendingFrames<T> {
     pub(crate) fn is_empty(&self) -> bool {
         self.frames.is_empty()
     }
+
+    /// Once a burst (a replay, a long backlog) has drained, gives back the
+    /// room it needed; says whether there was any to give back.
+    pub(crate) fn release_spare(&mut self) -> bool {
+        if self.frames.is_empty() && self.frames.capacity() > SPARE_FRAMES {
+            self.frames = VecDeque::new();
+            return true;
+        }
+        false
+    }
 }
+
+/// Room for this many frames is kept after a burst; more is given back.
+const SPARE_FRAMES: usize = 1024;
 
 /// Appends `next`'s text to `into` when both are chunks of one message
 /// and kind; returns how many bytes it appended, if it did.

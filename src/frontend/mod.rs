@@ -7,6 +7,7 @@ mod client_pipe;
 mod coalesce;
 pub mod exec;
 pub mod lsp;
+mod memory;
 mod sandbox_info;
 pub mod serve;
 mod stdout;

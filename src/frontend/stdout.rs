@@ -215,6 +215,12 @@ impl Writer {
         let mut caught_up = 0;
         loop {
             if pending.is_empty() {
+                if pending.release_spare() {
+                    // A burst just went out (a replay of a long session):
+                    // what it allocated is free now, and the allocator
+                    // would keep it for good without being asked.
+                    super::memory::return_freed_memory();
+                }
                 match rx.blocking_recv() {
                     Some(item) => self.take(&mut pending, item),
                     None => return,
