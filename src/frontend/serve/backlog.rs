@@ -214,3 +214,60 @@ impl Drop for BacklogReceiver {
         self.0.close();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::event::Event;
+
+    fn chunk(seq: u64, text: &str) -> Item {
+        Item::Event(Arc::new(LoggedEvent {
+            seq,
+            ts: String::new(),
+            recovered: None,
+            event: Event::AssistantChunk {
+                turn_id: "t1".into(),
+                step: 1,
+                attempt: 1,
+                text: text.into(),
+            },
+        }))
+    }
+
+    fn text(item: Item) -> (u64, String) {
+        match item {
+            Item::Event(event) => match &event.event {
+                Event::AssistantChunk { text, .. } => (event.seq, text.clone()),
+                _ => unreachable!(),
+            },
+            Item::Message(m) => (0, m.to_string()),
+        }
+    }
+
+    #[tokio::test]
+    async fn replayed_events_are_dropped_live_chunks_merge_and_every_byte_is_released() {
+        let budget = Arc::new(OutputBudget::new(1 << 20));
+        let backlog = Backlog::new("s", budget.clone());
+        let mut rx = BacklogReceiver(backlog.clone());
+        backlog.push(chunk(1, "replayed "));
+        backlog.push(chunk(2, "Hel"));
+        backlog.go_live(1);
+        backlog.push(chunk(3, "lo"));
+        backlog.push(Item::Message(Arc::new(serde_json::json!({"id": "r"}))));
+        backlog.push(chunk(4, "!"));
+        backlog.push(chunk(5, "?"));
+        assert!(budget.pending() > 0);
+        assert_eq!(text(rx.recv().await.unwrap()), (3, "Hello".into()));
+        assert_eq!(text(rx.recv().await.unwrap()).1, r#"{"id":"r"}"#);
+        assert_eq!(text(rx.recv().await.unwrap()), (5, "!?".into()));
+        assert!(rx.is_empty());
+        assert_eq!(budget.pending(), 0, "what the pump took is released");
+
+        backlog.push(chunk(6, "waiting for a closed window"));
+        assert!(budget.pending() > 0);
+        drop(rx);
+        assert_eq!(budget.pending(), 0, "a closed window holds nothing");
+        backlog.push(chunk(7, "after"));
+        assert_eq!(budget.pending(), 0, "nor takes anything more");
+    }
+}
