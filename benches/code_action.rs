@@ -104,7 +104,9 @@ fn in_process(
     for i in 0..n + 200 {
         let params = params.clone();
         let start = Instant::now();
-        let actions = tandem::frontend::lsp::tasks::code_actions(&daemon, params)
+        // As `tandem lsp` does: the daemon's own origin, made per request.
+        let origin = daemon.task_origin();
+        let actions = tandem::frontend::lsp::tasks::code_actions(&daemon, &origin, params)
             .expect("code actions")
             .expect("some");
         let took = start.elapsed();

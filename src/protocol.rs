@@ -436,6 +436,14 @@ pub struct RunTaskResult {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AttachSessionParams {
     pub session_id: String,
+    /// `false`: no replay of the log, only what happens from now on (the
+    /// shim follows a task session so, as an editor on stdio would).
+    #[serde(default = "replay_by_default")]
+    pub replay: bool,
+}
+
+fn replay_by_default() -> bool {
+    true
 }
 
 /// `tandem/attached`: the message that ends an attach's replay.

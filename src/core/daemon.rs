@@ -24,7 +24,7 @@ use super::log::{
 use super::projection::Projection;
 use super::session::{RunState, Session, TurnReceipt};
 use super::spend::SpendBook;
-use super::tasks::{root_of, TaskState};
+use super::tasks::{config_roots, TaskOrigin, TaskState};
 use crate::buffers::BufferCache;
 use crate::config::tasks::TaskCatalog;
 use crate::config::{Config, ConfigBuilder, ConfigError};
@@ -161,17 +161,38 @@ impl Daemon {
     /// root holding it (else of the editor's folders). Cached; cheap when
     /// nothing changed, so code actions can ask on every cursor move.
     pub fn task_catalog(&self, path: &Path) -> Result<Arc<TaskCatalog>, DaemonError> {
-        let all = self.workspace.roots();
-        let roots = match root_of(path, &all) {
-            Some(root) => vec![root],
-            None => all,
-        };
-        let init = self
-            .init_options
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        Ok(self.tasks_state.catalog(&self.home, &roots, &init)?)
+        let origin = self.task_origin();
+        self.task_catalog_for(path, &origin)
+    }
+
+    /// The task catalog for a file, with `origin`'s folders and
+    /// `initializationOptions`.
+    pub fn task_catalog_for(
+        &self,
+        path: &Path,
+        origin: &TaskOrigin,
+    ) -> Result<Arc<TaskCatalog>, DaemonError> {
+        let roots = config_roots(path, &origin.roots);
+        Ok(self
+            .tasks_state
+            .catalog(&self.home, &roots, &origin.init_options)?)
+    }
+
+    /// Tasks asked for through the daemon's own editor: its buffer cache,
+    /// workspace, `initializationOptions` and bridge.
+    pub fn task_origin(&self) -> TaskOrigin {
+        let bridge = self.bridge.clone();
+        TaskOrigin {
+            buffers: self.buffers.clone(),
+            roots: self.workspace.roots(),
+            init_options: self
+                .init_options
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            session_config: None,
+            bridge: Arc::new(move |_| bridge.clone()),
+        }
     }
 
     /// Sets the editor's `initializationOptions` after checking that they

@@ -169,11 +169,13 @@ impl Session {
 
     /// Queues a task's prompt: like [`Session::enqueue_prompt`], and also
     /// returns where the id of its turn arrives the moment the turn
-    /// starts; `title` is the turn's title until it ends.
+    /// starts; `title` is the turn's title until it ends. The turn reads
+    /// `buffers` (the asking window's documents).
     pub fn enqueue_titled_prompt(
         &self,
         content: Vec<UserContent>,
         title: String,
+        buffers: Option<Arc<BufferCache>>,
     ) -> (
         String,
         oneshot::Receiver<TurnReceipt>,
@@ -187,7 +189,7 @@ impl Session {
             Some(tx),
             true,
             Some((started_tx, title)),
-            None,
+            buffers,
         );
         (message_id, rx, started_rx)
     }

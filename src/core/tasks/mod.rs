@@ -25,9 +25,10 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use crate::buffers::Range;
+use crate::buffers::{BufferCache, Range};
 use crate::config::tasks::TaskCatalog;
 use crate::config::{ConfigBuilder, ConfigError};
+use crate::core::daemon::BridgeFactory;
 
 /// A diagnostic the editor attached to a task request.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +39,26 @@ pub struct TaskDiagnostic {
     pub severity: Option<u32>,
     pub source: Option<String>,
     pub code: Option<String>,
+}
+
+/// Who asked for a task: the documents, folders, configuration and editor
+/// of the frontend connection it came from. `tandem lsp` passes the
+/// daemon's own ([`crate::core::daemon::Daemon::task_origin`]); the serve
+/// passes the asking connection's, so a task reads that window's unsaved
+/// text and its question and inline edit go to that window.
+#[derive(Clone)]
+pub struct TaskOrigin {
+    /// The documents the task (and its turn) reads.
+    pub buffers: Arc<BufferCache>,
+    /// The workspace roots: which folder a file belongs to.
+    pub roots: Vec<PathBuf>,
+    /// The `initializationOptions` layer of the task catalog.
+    pub init_options: Value,
+    /// The `config` of a task session made for this origin.
+    pub session_config: Option<Value>,
+    /// The editor to ask for the instruction and to propose the inline
+    /// edit to, given the id of the session the task runs in.
+    pub bridge: BridgeFactory,
 }
 
 /// The daemon's task state: task catalogs cached per workspace, and the
@@ -105,6 +126,15 @@ impl TaskState {
                 },
             );
         Ok(catalog)
+    }
+}
+
+/// The roots whose configuration applies to a file: the root holding it,
+/// else all of them.
+pub fn config_roots(path: &Path, roots: &[PathBuf]) -> Vec<PathBuf> {
+    match root_of(path, roots) {
+        Some(root) => vec![root],
+        None => roots.to_vec(),
     }
 }
 

@@ -22,13 +22,13 @@ use super::inline_edit::{
     Selection,
 };
 use super::prompt::{language_of, render, TaskContext, CONTEXT_LINES};
-use super::{root_of, TaskDiagnostic};
-use crate::buffers::{Position, Range, Snapshot};
+use super::{root_of, TaskDiagnostic, TaskOrigin};
+use crate::buffers::{BufferCache, Position, Range, Snapshot};
 use crate::config::tasks::{parse_template, EditScope, TaskDef, TemplatePart};
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
 use crate::core::log::read_log;
 use crate::core::session::{Session, TurnReceipt};
-use crate::vocab::bridge::{BridgeOutcome, UserInputRequest};
+use crate::vocab::bridge::{BridgeOutcome, ClientBridge, UserInputRequest};
 use crate::vocab::event::{Event, StopReason, TurnId, Usage, UserContent};
 
 /// How long a request for a newer version than the cache's waits for the
@@ -87,8 +87,10 @@ pub enum Started {
 
 /// A task whose prompt is queued.
 pub struct RunningTask {
-    daemon: Arc<Daemon>,
     session: Arc<Session>,
+    /// The asking editor's documents and bridge (the inline edit's).
+    buffers: Arc<BufferCache>,
+    bridge: Arc<dyn ClientBridge>,
     task: TaskDef,
     message_id: String,
     receipt: Option<oneshot::Receiver<TurnReceipt>>,
@@ -116,6 +118,12 @@ impl Drop for RunningTask {
 impl RunningTask {
     pub fn session_id(&self) -> &str {
         &self.session.id
+    }
+
+    /// The id of the task's queued prompt (a frontend serving several
+    /// windows notes whose turn it opens).
+    pub fn message_id(&self) -> &str {
+        &self.message_id
     }
 
     /// A handle that withdraws the task's prompt (discarded while queued,
@@ -175,8 +183,8 @@ impl RunningTask {
         } else {
             let cancel = self.session.shutdown.child_token();
             let cx = EditContext {
-                bridge: self.daemon.bridge().as_ref(),
-                buffers: self.daemon.buffers(),
+                bridge: self.bridge.as_ref(),
+                buffers: &self.buffers,
                 mode: self.session.mode(),
                 task_id: &self.task.id,
                 task_title: &self.task.title,
@@ -213,10 +221,15 @@ fn last_answer(session: &Session, turn_id: &str) -> Option<String> {
         })
 }
 
-/// Checks a request, renders its message and queues it. Asks the editor
-/// for the instruction when the task needs one and the request has none.
-pub async fn start_task(daemon: &Arc<Daemon>, request: TaskRequest) -> Result<Started, TaskError> {
-    let catalog = daemon.task_catalog(&request.path)?;
+/// Checks a request against `origin`'s documents, renders its message and
+/// queues it. Asks `origin`'s editor for the instruction when the task
+/// needs one and the request has none.
+pub async fn start_task(
+    daemon: &Arc<Daemon>,
+    origin: &TaskOrigin,
+    request: TaskRequest,
+) -> Result<Started, TaskError> {
+    let catalog = daemon.task_catalog_for(&request.path, origin)?;
     let task = match catalog.get(&request.task) {
         Some(task) => task.clone(),
         None => {
@@ -232,8 +245,7 @@ pub async fn start_task(daemon: &Arc<Daemon>, request: TaskRequest) -> Result<St
             })
         }
     };
-    let roots = daemon.workspace().roots();
-    let root = root_of(&request.path, &roots);
+    let root = root_of(&request.path, &origin.roots);
     let file = match &root {
         Some(root) => request
             .path
@@ -243,8 +255,8 @@ pub async fn start_task(daemon: &Arc<Daemon>, request: TaskRequest) -> Result<St
             .to_string(),
         None => request.path.display().to_string(),
     };
-    let (snapshot, open) = document(daemon, &request, &file).await?;
-    let encoding = daemon.buffers().encoding();
+    let (snapshot, open) = document(&origin.buffers, &request, &file).await?;
+    let encoding = origin.buffers.encoding();
     let total_lines = snapshot.rope.len_lines();
     let t = target(Some(&snapshot), request.range, encoding).map_err(|e| {
         TaskError::BadRequest(format!(
@@ -297,10 +309,8 @@ pub async fn start_task(daemon: &Arc<Daemon>, request: TaskRequest) -> Result<St
         .filter(|d| intersects(&d.range, &t.range))
         .cloned()
         .collect();
-    let session = match &request.session_id {
-        Some(id) => daemon.session(id)?,
-        None => task_session(daemon, root)?,
-    };
+    let session = session_for(daemon, origin, &request.path, request.session_id.as_deref())?;
+    let bridge = (origin.bridge)(&session.id);
     let lines = if first == last {
         format!("line {}", first + 1)
     } else {
@@ -312,7 +322,7 @@ pub async fn start_task(daemon: &Arc<Daemon>, request: TaskRequest) -> Result<St
     let instruction = match request.instruction.clone() {
         Some(instruction) => Some(instruction),
         None if needs_instruction => {
-            match ask_instruction(daemon, &session, &task, &file, &lines).await? {
+            match ask_instruction(bridge.as_ref(), &session, &task, &file, &lines).await? {
                 Some(instruction) => Some(instruction),
                 None => {
                     return Ok(Started::Ended(TaskResult {
@@ -361,10 +371,12 @@ pub async fn start_task(daemon: &Arc<Daemon>, request: TaskRequest) -> Result<St
     let (message_id, receipt, started) = session.enqueue_titled_prompt(
         vec![UserContent::Text { text: message }],
         task.title.clone(),
+        Some(origin.buffers.clone()),
     );
     Ok(Started::Running(RunningTask {
-        daemon: daemon.clone(),
         session,
+        buffers: origin.buffers.clone(),
+        bridge,
         task,
         message_id,
         receipt: Some(receipt),
@@ -378,11 +390,10 @@ pub async fn start_task(daemon: &Arc<Daemon>, request: TaskRequest) -> Result<St
 /// The document as the request means it: the open buffer at the request's
 /// version, else the file on disk. Returns whether it was open.
 async fn document(
-    daemon: &Daemon,
+    buffers: &BufferCache,
     request: &TaskRequest,
     file: &str,
 ) -> Result<(Snapshot, bool), TaskError> {
-    let buffers = daemon.buffers();
     let mut changes = buffers.subscribe();
     let deadline = tokio::time::Instant::now() + VERSION_WAIT;
     loop {
@@ -426,8 +437,33 @@ fn version_not_seen(file: &str, wanted: i32, have: i32) -> TaskError {
     ))
 }
 
-/// The workspace root's task session, created on first use.
-fn task_session(daemon: &Daemon, root: Option<PathBuf>) -> Result<Arc<Session>, TaskError> {
+/// The session a task on `path` runs in: `session_id`'s, else the task
+/// session of the folder holding it (made on first use). A frontend that
+/// routes a session's updates only to the windows following it asks this
+/// first.
+pub fn session_for(
+    daemon: &Daemon,
+    origin: &TaskOrigin,
+    path: &Path,
+    session_id: Option<&str>,
+) -> Result<Arc<Session>, TaskError> {
+    match session_id {
+        Some(id) => Ok(daemon.session(id)?),
+        None => task_session(
+            daemon,
+            root_of(path, &origin.roots),
+            origin.session_config.clone(),
+        ),
+    }
+}
+
+/// The workspace root's task session, created on first use (with
+/// `config` as its session layer).
+fn task_session(
+    daemon: &Daemon,
+    root: Option<PathBuf>,
+    config: Option<Value>,
+) -> Result<Arc<Session>, TaskError> {
     let mut sessions = daemon
         .tasks_state()
         .sessions
@@ -444,7 +480,7 @@ fn task_session(daemon: &Daemon, root: Option<PathBuf>) -> Result<Arc<Session>, 
         NewSession {
             workspace_folder: root.clone(),
             title: Some(title),
-            config: None,
+            config,
         },
         Some("task"),
     )?;
@@ -455,13 +491,12 @@ fn task_session(daemon: &Daemon, root: Option<PathBuf>) -> Result<Arc<Session>, 
 /// Asks the user what the task should do (`tandem/requestUserInput`);
 /// `None` when they dismissed the question or answered nothing.
 async fn ask_instruction(
-    daemon: &Daemon,
+    bridge: &dyn ClientBridge,
     session: &Session,
     task: &TaskDef,
     file: &str,
     lines: &str,
 ) -> Result<Option<String>, TaskError> {
-    let bridge = daemon.bridge();
     if !bridge.abilities().request_user_input {
         return Err(TaskError::BadRequest(format!(
             "instruction: the task `{}` needs an instruction; send `instruction`, or declare \

@@ -99,7 +99,7 @@ pub(super) async fn run(
         diagnostics: Vec::new(),
         session_id: Some(session_id.to_string()),
     };
-    match start_task(daemon, request).await? {
+    match start_task(daemon, &daemon.task_origin(), request).await? {
         Started::Running(running) => running.finish().await,
         Started::Ended(result) => Ok(result),
     }

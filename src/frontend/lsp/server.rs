@@ -370,14 +370,20 @@ impl LanguageServer for Backend {
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
         guarded("textDocument/codeAction", async move {
-            super::tasks::code_actions(&self.daemon, params)
+            super::tasks::code_actions(&self.daemon, &self.daemon.task_origin(), params)
         })
         .await
     }
 
     async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {
         guarded("workspace/executeCommand", async move {
-            super::tasks::execute_command(&self.daemon, params).await
+            super::tasks::execute_command(
+                &self.daemon,
+                &self.daemon.task_origin(),
+                params,
+                &|_, _| {},
+            )
+            .await
         })
         .await
     }
@@ -589,7 +595,14 @@ impl Backend {
                 .request_key
                 .as_deref()
                 .and_then(|key| self.request_cancels.token(key));
-            super::tasks::run_task(&self.daemon, params, cancelled).await
+            super::tasks::run_task(
+                &self.daemon,
+                &self.daemon.task_origin(),
+                params,
+                cancelled,
+                &|_, _| {},
+            )
+            .await
         })
         .await
     }

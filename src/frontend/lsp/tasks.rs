@@ -21,7 +21,7 @@ use crate::buffers::{Position, Range};
 use crate::core::daemon::Daemon;
 use crate::core::tasks::catalog::{intersects, offers, target};
 use crate::core::tasks::run::{start_task, Started, TaskError, TaskRequest, TaskResult};
-use crate::core::tasks::TaskDiagnostic;
+use crate::core::tasks::{TaskDiagnostic, TaskOrigin};
 use crate::frontend::updates::prompt_result;
 use crate::protocol::{
     error_code, RunTaskArgs, RunTaskParams, RunTaskResult, StartedTaskResult, TaskEditResult,
@@ -68,16 +68,22 @@ fn from_wire(range: &WireRange) -> Range {
     }
 }
 
-/// One code action per task the range offers, in catalog order.
+/// Told of each task prompt queued, with its session and message ids (the
+/// serve notes which window's turn it will be).
+pub type OnQueued<'a> = &'a (dyn Fn(&str, &str) + Send + Sync);
+
+/// One code action per task the range offers, in catalog order, from
+/// `origin`'s documents and configuration.
 pub fn code_actions(
     daemon: &Daemon,
+    origin: &TaskOrigin,
     params: CodeActionParams,
 ) -> Result<Option<CodeActionResponse>> {
     let uri = &params.text_document.uri;
     let Some(path) = uri_path(uri) else {
         return Ok(Some(Vec::new()));
     };
-    let catalog = match daemon.task_catalog(&path) {
+    let catalog = match daemon.task_catalog_for(&path, origin) {
         Ok(catalog) => catalog,
         Err(e) => {
             // A broken configuration file: no tasks, and say why in the log
@@ -86,8 +92,8 @@ pub fn code_actions(
             return Ok(Some(Vec::new()));
         }
     };
-    let snapshot = daemon.buffers().snapshot(&path);
-    let encoding = daemon.buffers().encoding();
+    let snapshot = origin.buffers.snapshot(&path);
+    let encoding = origin.buffers.encoding();
     let Ok(target) = target(snapshot.as_ref(), core_range(&params.range), encoding) else {
         // A range the buffer does not have (a request that raced a
         // didChange): nothing to offer.
@@ -162,7 +168,7 @@ fn task_diagnostic(d: &WireDiagnostic) -> TaskDiagnostic {
     }
 }
 
-fn task_error(error: TaskError) -> Error {
+pub fn task_error(error: TaskError) -> Error {
     match error {
         TaskError::Daemon(e) => daemon_error(e),
         TaskError::ContentModified(message) => Error {
@@ -209,7 +215,9 @@ fn request_of(
 /// its turn has started, with `{sessionId, turnId}`.
 pub async fn execute_command(
     daemon: &Arc<Daemon>,
+    origin: &TaskOrigin,
     params: ExecuteCommandParams,
+    on_queued: OnQueued<'_>,
 ) -> Result<Option<Value>> {
     if params.command != RUN_TASK_COMMAND {
         return Err(Error::invalid_params(format!(
@@ -234,8 +242,12 @@ pub async fn execute_command(
         args.instruction,
         args.session_id,
     )?;
-    let started = match start_task(daemon, request).await.map_err(task_error)? {
+    let started = match start_task(daemon, origin, request)
+        .await
+        .map_err(task_error)?
+    {
         Started::Running(mut running) => {
+            on_queued(running.session_id(), running.message_id());
             let turn_id = running.started().await;
             let session_id = running.session_id().to_string();
             // The rest of the task (the turn, an inline edit) goes on
@@ -265,8 +277,10 @@ pub async fn execute_command(
 /// waits for its turn to end.
 pub async fn run_task(
     daemon: &Arc<Daemon>,
+    origin: &TaskOrigin,
     params: RunTaskParams,
     cancelled: Option<CancellationToken>,
+    on_queued: OnQueued<'_>,
 ) -> Result<RunTaskResult> {
     let request = request_of(
         params.task,
@@ -277,8 +291,12 @@ pub async fn run_task(
         params.instruction,
         params.session_id,
     )?;
-    let result = match start_task(daemon, request).await.map_err(task_error)? {
+    let result = match start_task(daemon, origin, request)
+        .await
+        .map_err(task_error)?
+    {
         Started::Running(running) => {
+            on_queued(running.session_id(), running.message_id());
             let withdraw = running.withdrawer();
             let finish = running.finish();
             tokio::pin!(finish);

@@ -217,13 +217,10 @@ async fn from_editor(message: Value, relay: &Relay) {
         }
     };
     let Some(id) = id else { return };
-    let what = if tandem_method == "tandem/newSession" {
-        Ours::NewSession { id }
+    let message = json!({"jsonrpc": "2.0", "method": tandem_method, "params": tandem_params});
+    if tandem_method == "tandem/newSession" {
+        relay.new_session(id, message).await;
     } else {
-        Ours::Reply { id, rewrite }
-    };
-    relay.request(
-        what,
-        json!({"jsonrpc": "2.0", "method": tandem_method, "params": tandem_params}),
-    );
+        relay.request(Ours::Reply { id, rewrite }, message);
+    }
 }

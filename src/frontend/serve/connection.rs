@@ -9,7 +9,7 @@
 //!
 //! `$/cancelRequest {id}` names a request of the same connection still being
 //! handled. A `tandem/prompt` finds a [`RequestCancel`] token in its
-//! extensions and withdraws its prompt when it fires, answering with its
+//! (or `tandem/runTask`) extensions and withdraws its prompt when it fires, answering with its
 //! receipt after the turn's last update (as over stdio); any other request
 //! is dropped and answered `-32800`.
 //!
@@ -46,7 +46,7 @@ impl ConnectionCount {
 pub struct RequestCancel(pub CancellationToken);
 
 /// Methods that answer a cancel themselves, with their turn's receipt.
-const TURN_ANSWERED: [&str; 1] = ["tandem/prompt"];
+const TURN_ANSWERED: [&str; 2] = ["tandem/prompt", "tandem/runTask"];
 
 struct Guard {
     hub: Arc<Hub>,

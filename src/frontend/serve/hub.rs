@@ -25,12 +25,13 @@ use super::backlog::{Backlog, BacklogReceiver, SessionBudgets};
 use super::clients::Clients;
 use super::owners::TurnOwners;
 use super::progress::{SubscriberProgress, ID_PREFIX as PROGRESS_ID_PREFIX};
+use super::window_bridge::{WindowBridges, ID_PREFIX as WINDOW_ID_PREFIX};
 use crate::core::log::{EventSink, LoggedEvent};
 use crate::core::output_budget::OutputBudget;
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::{Outbound, OutboundQueue};
 use crate::frontend::updates::update_notification;
-use crate::vocab::bridge::{ClientAbilities, ClientBridge};
+use crate::vocab::bridge::{ClientAbilities, ClientBridge, NoClient};
 
 /// What a subscriber's pump sends, in order.
 pub enum Item {
@@ -173,6 +174,7 @@ pub struct Hub {
     pub owners: TurnOwners,
     /// Each session's output budget, charged by its subscribers' backlogs.
     budgets: SessionBudgets,
+    windows: WindowBridges,
 }
 
 impl Hub {
@@ -184,6 +186,7 @@ impl Hub {
             clients,
             owners: TurnOwners::default(),
             budgets: SessionBudgets::default(),
+            windows: WindowBridges::default(),
         })
     }
 
@@ -220,6 +223,21 @@ impl Hub {
             }
         });
         outgoing
+    }
+
+    /// A bridge to window `conn` alone, through its subscription to the
+    /// session (a task's question and inline edit); a window not attached
+    /// to the session cannot be asked.
+    pub fn window_bridge(&self, session_id: &str, conn: usize) -> Arc<dyn ClientBridge> {
+        let sub = self
+            .state()
+            .subs
+            .get(session_id)
+            .and_then(|subs| subs.iter().find(|s| s.conn == conn).cloned());
+        match sub {
+            Some(sub) => self.windows.open(&sub, self.clients.abilities(conn)),
+            None => Arc::new(NoClient),
+        }
     }
 
     /// Sends a request (or its withdrawal) to the clients that should see it.
@@ -351,6 +369,7 @@ impl Hub {
         if let Some(subs) = self.state().subs.get_mut(session_id) {
             subs.retain(|s| s.id != sub_id);
         }
+        self.windows.ended(|_, sub| sub == sub_id);
         self.refresh(session_id);
     }
 
@@ -366,6 +385,14 @@ impl Hub {
     ) -> bool {
         if id.starts_with(PROGRESS_ID_PREFIX) {
             return self.respond_progress(conn, id, result, error);
+        }
+        if id.starts_with(WINDOW_ID_PREFIX) {
+            let mut answer = json!({"jsonrpc": "2.0", "id": id});
+            match error {
+                Some(error) => answer["error"] = error,
+                None => answer["result"] = result.unwrap_or(Value::Null),
+            }
+            return self.windows.respond(conn, &answer);
         }
         let mut state = self.state();
         let Some((session_id, outgoing)) = state.bridges.iter_mut().find_map(|(sid, b)| {
@@ -455,6 +482,7 @@ impl Hub {
             }
             state.bridges.keys().cloned().collect()
         };
+        self.windows.ended(|c, _| c == conn);
         self.clients.remove(conn);
         for session in sessions {
             self.refresh(&session);

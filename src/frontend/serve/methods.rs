@@ -28,11 +28,13 @@ use crate::core::session::RunState;
 use crate::frontend::lsp::server::{
     client_abilities, encoding_kind, folder_path, negotiate_encoding, text_change, uri_path,
 };
+use crate::frontend::lsp::tasks::code_action_kinds;
 use crate::frontend::updates::{daemon_error_parts, prompt_result, session_update, user_content};
 use crate::protocol::{
     AttachSessionParams, AttachedParams, CancelParams, ListSessionsParams, LoadSessionParams,
     LoadSessionResult, NewSessionParams, NewSessionResult, PromptParams, PromptResult,
     RespondParams, SetModeParams, SetModeResult, SteerParams, SteerResult, PROTOCOL_VERSION,
+    RUN_TASK_COMMAND,
 };
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::ClientAbilities;
@@ -47,7 +49,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 9] = [
+pub const TANDEM_METHODS: [&str; 11] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -57,9 +59,11 @@ pub const TANDEM_METHODS: [&str; 9] = [
     "tandem/loadSession",
     "tandem/attachSession",
     "tandem/respond",
+    "tandem/runTask",
+    "tandem/taskSession",
 ];
 
-type RpcResult<T> = Result<T, ErrorObjectOwned>;
+pub(super) type RpcResult<T> = Result<T, ErrorObjectOwned>;
 
 fn invalid_params(message: impl Into<String>) -> ErrorObjectOwned {
     ErrorObjectOwned::owned(-32602, message.into(), None::<()>)
@@ -70,14 +74,14 @@ fn daemon_error(error: DaemonError) -> ErrorObjectOwned {
     ErrorObjectOwned::owned(code as i32, message, data)
 }
 
-fn parse<T: DeserializeOwned>(params: &Params<'_>) -> RpcResult<T> {
+pub(super) fn parse<T: DeserializeOwned>(params: &Params<'_>) -> RpcResult<T> {
     // A missing `params` is `{}` (every field of the tandem methods is
     // optional or named in the error).
     let raw = params.as_str().unwrap_or("{}");
     serde_json::from_str(raw).map_err(|e| invalid_params(e.to_string()))
 }
 
-fn conn(extensions: &Extensions) -> usize {
+pub(super) fn conn(extensions: &Extensions) -> usize {
     extensions
         .get::<ConnectionId>()
         .map(|c| c.0)
@@ -128,6 +132,8 @@ async fn initialize(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> 
             "positionEncoding": encoding_kind(encoding),
             "textDocumentSync": {"openClose": true, "change": 2, "save": {"includeText": true}},
             "workspace": {"workspaceFolders": {"supported": true, "changeNotifications": true}},
+            "codeActionProvider": {"codeActionKinds": code_action_kinds(), "resolveProvider": false},
+            "executeCommandProvider": {"commands": [RUN_TASK_COMMAND]},
             "experimental": {"tandem": {
                 "protocolVersion": PROTOCOL_VERSION,
                 "methods": TANDEM_METHODS,
@@ -492,7 +498,7 @@ async fn attach_session(
             return Ok(());
         }
     };
-    let session_id = params.session_id;
+    let session_id = params.session_id.clone();
     let conn = conn(&ext);
     // Registered before the log is read: whatever is logged from now on
     // reaches the channel, whatever was logged before is in the read.
@@ -532,6 +538,10 @@ async fn attach_session(
         let mut replayed = 0;
         let mut last = 0;
         for event in &events {
+            if !params.replay {
+                last = event.seq;
+                continue;
+            }
             if let Some(update) = update_message(&session_id, event) {
                 sink.send(update).await.map_err(|_| "closed")?;
                 replayed += 1;
@@ -582,5 +592,6 @@ pub fn module(ctx: Ctx) -> RpcModule<Ctx> {
     // The names are constants, so registering cannot clash.
     register_documents(&mut module).expect("document methods register");
     register_tandem(&mut module).expect("tandem methods register");
+    super::tasks::register(&mut module).expect("task methods register");
     module
 }

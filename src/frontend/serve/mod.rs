@@ -31,6 +31,8 @@ pub mod progress;
 pub mod relay;
 pub mod shim;
 pub mod state;
+pub mod tasks;
+pub mod window_bridge;
 
 use std::path::PathBuf;
 use std::sync::Arc;

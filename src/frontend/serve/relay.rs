@@ -16,7 +16,7 @@
 //! Invariant: the serve's messages reach stdout in the order it sent them,
 //! so a turn's updates still precede its prompt's answer.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -50,11 +50,21 @@ pub enum Ours {
     /// Drop the answer.
     Ignore,
     /// The answer is a subscription id for an attach; `load` is the
-    /// editor's load request id, if it asked.
-    Attach { load: Option<Value> },
+    /// editor's load request id, if it asked; `done` is told once the
+    /// serve has answered (the subscription is in place, or failed).
+    Attach {
+        load: Option<Value>,
+        done: Option<oneshot::Sender<()>>,
+    },
     /// The editor's `tandem/newSession` (`session/new`) request `id`:
-    /// attach to the new session, then pass the answer on.
-    NewSession { id: Value },
+    /// attach to the new session, then pass the answer on; `attached` is
+    /// told once the attach is answered (dropped if there is none).
+    NewSession {
+        id: Value,
+        attached: oneshot::Sender<()>,
+    },
+    /// Hand the whole answer to the shim's own waiting call.
+    Answer(oneshot::Sender<Value>),
     /// Answer the editor's request `id` with the serve's answer, rewritten.
     Reply {
         id: Value,
@@ -68,6 +78,8 @@ struct State {
     /// Subscription id → the editor's load request id to answer when the
     /// replay ends.
     loads: HashMap<String, Value>,
+    /// Sessions this shim attached to (made, loaded or followed for a task).
+    attached: HashSet<String>,
     next: u64,
 }
 
@@ -185,11 +197,75 @@ impl Relay {
         );
     }
 
+    /// Relays the editor's `tandem/newSession` (`message`, the editor's id
+    /// `id`) and waits (up to 10 s) until the shim is attached to the new
+    /// session: the serve handles a connection's messages concurrently, and
+    /// a prompt relayed before the attach is in place could start a turn
+    /// this window then gets no `$/progress` for.
+    pub async fn new_session(&self, id: Value, message: Value) {
+        let (attached, done) = oneshot::channel();
+        self.request(Ours::NewSession { id, attached }, message);
+        if tokio::time::timeout(Duration::from_secs(10), done)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the serve did not attach to a new session within 10 s");
+        }
+    }
+
+    /// Sends a request of the shim's own and waits (up to 10 s) for the
+    /// serve's whole answer; `None` when none came.
+    pub async fn call(&self, method: &str, params: Value) -> Option<Value> {
+        let (tx, rx) = oneshot::channel();
+        self.request(
+            Ours::Answer(tx),
+            json!({"jsonrpc": "2.0", "method": method, "params": params}),
+        );
+        match tokio::time::timeout(Duration::from_secs(10), rx).await {
+            Ok(Ok(answer)) => Some(answer),
+            _ => {
+                tracing::warn!("the serve did not answer {method} within 10 s");
+                None
+            }
+        }
+    }
+
+    /// Follows the session a task on `uri` runs in (`session_id`'s, else
+    /// its folder's task session) before the task is relayed, without a
+    /// replay: over stdio an editor hears every session's updates, through
+    /// the serve only those of sessions it attached to. Errors are left
+    /// for the task request itself to answer.
+    pub async fn follow_task_session(&self, task: &Value, uri: &Value, session_id: &Value) {
+        let mut params = json!({"task": task, "uri": uri});
+        if !session_id.is_null() {
+            params["sessionId"] = session_id.clone();
+        }
+        let Some(answer) = self.call("tandem/taskSession", params).await else {
+            return;
+        };
+        let Some(session) = answer["result"]["sessionId"].as_str() else {
+            return;
+        };
+        if !self.state().attached.insert(session.to_string()) {
+            return;
+        }
+        // Its answer comes once the subscription is in place: what the
+        // task's turn sends from then on reaches this editor.
+        self.call(
+            "tandem/attachSession",
+            json!({"sessionId": session, "replay": false}),
+        )
+        .await;
+    }
+
     /// Attaches to `session_id`; `load` is the editor's request to answer
     /// when the replay ends.
     pub fn attach(&self, session_id: &Value, load: Option<Value>) {
+        if let Some(id) = session_id.as_str() {
+            self.state().attached.insert(id.to_string());
+        }
         self.request(
-            Ours::Attach { load },
+            Ours::Attach { load, done: None },
             json!({"jsonrpc": "2.0", "method": "tandem/attachSession",
                    "params": {"sessionId": session_id}}),
         );
@@ -371,28 +447,42 @@ impl<D: Dialect> Link<D> {
                 true
             }
             Some(Ours::Ignore) => true,
+            Some(Ours::Answer(waiter)) => {
+                let _ = waiter.send(message);
+                true
+            }
             Some(Ours::Reply { id, rewrite }) => {
                 let mut answer = rewrite(message);
                 answer["id"] = id;
                 self.write_json(out, &answer)
             }
-            Some(Ours::Attach { load }) => match (message.get("result"), load) {
-                (Some(subscription), Some(load)) => {
+            Some(Ours::Attach { load, done }) => match (message.get("result"), load, done) {
+                (_, _, Some(done)) => {
+                    let _ = done.send(());
+                    true
+                }
+                (Some(subscription), Some(load), None) => {
                     self.state().loads.insert(subscription.to_string(), load);
                     true
                 }
-                (None, Some(load)) => {
+                (None, Some(load), None) => {
                     // The attach failed: that is the load's answer.
                     message["id"] = load;
                     self.write_json(out, &message)
                 }
                 _ => true,
             },
-            Some(Ours::NewSession { id }) => {
+            Some(Ours::NewSession { id, attached }) => {
                 if let Some(session_id) = message["result"].get("sessionId").cloned() {
+                    if let Some(id) = session_id.as_str() {
+                        self.state().attached.insert(id.to_string());
+                    }
                     // Attached before the editor hears of the session, so
                     // nothing it asks next can outrun the attach.
-                    let ours = self.state().id(Ours::Attach { load: None });
+                    let ours = self.state().id(Ours::Attach {
+                        load: None,
+                        done: Some(attached),
+                    });
                     replies.push(
                         json!({"jsonrpc": "2.0", "id": ours, "method": "tandem/attachSession",
                                "params": {"sessionId": session_id}})

@@ -10,7 +10,11 @@
 //!   to one of the daemon's requests becomes `tandem/respond`;
 //!   `tandem/loadSession` becomes `tandem/attachSession`, answered when
 //!   the replay ends; after a `tandem/newSession` answer the shim attaches
-//!   to the new session; `shutdown` is answered here, `exit` ends the shim.
+//!   to the new session; before a task (`tandem/runTask`, `tandem.runTask`)
+//!   it follows the session the task will run in (`tandem/taskSession`,
+//!   then an attach without replay), so the task's updates, progress,
+//!   question and inline edit reach this editor; `shutdown` is answered
+//!   here, `exit` ends the shim.
 //! - serve → editor: the messages inside the attach subscriptions are
 //!   written out unwrapped, as the bytes they came in (`tandem/update`,
 //!   `tandem/requestPermission`, `$/progress`, `$/cancelRequest`, ...);
@@ -24,8 +28,9 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 use tokio::io::AsyncRead;
 
-use super::relay::{Dialect, Ours, Relay};
+use super::relay::{Dialect, Relay};
 use crate::frontend::lsp::framing::{encode, Frame, FrameReader};
+use crate::protocol::RUN_TASK_COMMAND;
 
 /// LSP framing; a session's messages pass through untouched.
 struct Lsp;
@@ -95,7 +100,27 @@ where
                 relay.attach(&message["params"]["sessionId"], Some(id));
             }
             (Some("tandem/newSession"), Some(id)) => {
-                relay.request(Ours::NewSession { id }, message);
+                relay.new_session(id, message).await;
+            }
+            (Some("tandem/runTask"), Some(_)) => {
+                let params = &message["params"];
+                relay
+                    .follow_task_session(
+                        &params["task"],
+                        &params["textDocument"]["uri"],
+                        &params["sessionId"],
+                    )
+                    .await;
+                relay.send(&message);
+            }
+            (Some("workspace/executeCommand"), Some(_))
+                if message["params"]["command"] == RUN_TASK_COMMAND =>
+            {
+                let args = &message["params"]["arguments"][0];
+                relay
+                    .follow_task_session(&args["task"], &args["uri"], &args["sessionId"])
+                    .await;
+                relay.send(&message);
             }
             (Some(_), Some(_)) => relay.send(&message),
             // A notification: nothing after it until it has been handled.

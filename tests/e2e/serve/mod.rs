@@ -12,6 +12,7 @@ mod requests;
 mod security;
 mod shim;
 mod slow_window;
+mod tasks;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -29,12 +29,11 @@ async fn serve_connection(mut socket: TcpStream, state: Arc<State>) {
     let Some(request) = read_request(&mut socket).await else {
         return;
     };
-    let path = request.path.clone();
-    let method = request.method.clone();
-    lock(&state.requests).push(request.clone());
-    state.changed.notify_waiters();
-
-    let reply = match (method.as_str(), path.as_str()) {
+    // The reply is chosen before the request is recorded, so the request
+    // moves into the record: cloning a multi-megabyte body (its JSON tree
+    // too) here held this runtime up before it read the next request,
+    // which step_overhead's "send until first byte" counted.
+    let reply = match (request.method.as_str(), request.path.as_str()) {
         ("POST", "/v1/chat/completions" | "/v1/messages") => {
             let scripted = lock(&state.replies).pop_front();
             let responder = || lock(&state.responder).clone();
@@ -42,8 +41,10 @@ async fn serve_connection(mut socket: TcpStream, state: Arc<State>) {
                 .or_else(|| responder().map(|respond| respond(&request)))
                 .unwrap_or_else(|| error_reply(500, "no scripted reply"))
         }
-        _ => error_reply(404, &format!("no route for {method} {path}")),
+        (method, path) => error_reply(404, &format!("no route for {method} {path}")),
     };
+    lock(&state.requests).push(request);
+    state.changed.notify_waiters();
     match reply {
         Reply::Status {
             status,

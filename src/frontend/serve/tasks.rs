@@ -1,0 +1,147 @@
+//! The keybinding-task methods through the serve: `textDocument/codeAction`,
+//! `workspace/executeCommand` `tandem.runTask`, `tandem/runTask`, and the
+//! serve-only `tandem/taskSession`.
+//!
+//! The LSP frontend's handlers do the work (`frontend::lsp::tasks`); this
+//! module gives them the asking connection as the task's origin: its
+//! documents (unsaved text included), its folders and
+//! `initializationOptions`, and a bridge to that window alone for the
+//! instruction question and the inline edit. The task's prompt is noted as
+//! that connection's, so its turn's tools read that window's documents and
+//! its workspace edits go to that window.
+//!
+//! Invariant: a task never reads another window's documents and its
+//! inline edit is never proposed to another window.
+
+use std::sync::Arc;
+
+use jsonrpsee::types::{ErrorObjectOwned, Params};
+use jsonrpsee::{Extensions, RpcModule};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tower_lsp::lsp_types::{CodeActionParams, ExecuteCommandParams, Url};
+
+use super::connection::RequestCancel;
+use super::methods::{conn, parse, Ctx, RpcResult};
+use crate::buffers::BufferCache;
+use crate::core::tasks::run::session_for;
+use crate::core::tasks::TaskOrigin;
+use crate::frontend::lsp::server::uri_path;
+use crate::frontend::lsp::tasks::{code_actions, execute_command, run_task, task_error};
+use crate::protocol::RunTaskParams;
+
+fn rpc_error(error: tower_lsp::jsonrpc::Error) -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(
+        error.code.code() as i32,
+        error.message.into_owned(),
+        error.data,
+    )
+}
+
+/// Connection `conn` as the origin of its tasks.
+fn origin(ctx: &Ctx, conn: usize) -> TaskOrigin {
+    let clients = &ctx.hub.clients;
+    let init_options = clients.init_options(conn);
+    let hub = ctx.hub.clone();
+    TaskOrigin {
+        buffers: clients
+            .buffers(conn)
+            .unwrap_or_else(|| Arc::new(BufferCache::new())),
+        roots: clients.roots(conn),
+        session_config: (!init_options.is_null()).then(|| init_options.clone()),
+        init_options,
+        bridge: Arc::new(move |session_id: &str| hub.window_bridge(session_id, conn)),
+    }
+}
+
+/// Notes a task's prompt as `conn`'s, so its turn is that window's.
+fn noter(ctx: &Arc<Ctx>, conn: usize) -> impl Fn(&str, &str) + Send + Sync {
+    let hub = ctx.hub.clone();
+    move |session_id: &str, message_id: &str| hub.note_origin(session_id, message_id, conn)
+}
+
+async fn code_action(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcResult<Value> {
+    let params: CodeActionParams = parse(&params)?;
+    let origin = origin(&ctx, conn(&ext));
+    let actions = code_actions(&ctx.daemon, &origin, params).map_err(rpc_error)?;
+    Ok(json!(actions))
+}
+
+async fn command(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcResult<Value> {
+    let params: ExecuteCommandParams = parse(&params)?;
+    let conn = conn(&ext);
+    let origin = origin(&ctx, conn);
+    let started = execute_command(&ctx.daemon, &origin, params, &noter(&ctx, conn))
+        .await
+        .map_err(rpc_error)?;
+    Ok(started.unwrap_or(Value::Null))
+}
+
+async fn task(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcResult<Value> {
+    let params: RunTaskParams = parse(&params)?;
+    let conn = conn(&ext);
+    let origin = origin(&ctx, conn);
+    let cancelled = ext.get::<RequestCancel>().map(|c| c.0.clone());
+    let result = run_task(&ctx.daemon, &origin, params, cancelled, &noter(&ctx, conn))
+        .await
+        .map_err(rpc_error)?;
+    // The answer follows the turn's updates on this connection's
+    // subscriptions, as a prompt's does.
+    ctx.hub.flushed(&result.session_id, conn).await;
+    Ok(json!(result))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TaskSessionParams {
+    uri: String,
+    session_id: Option<String>,
+    /// When given, a task the catalog does not have makes no session.
+    task: Option<String>,
+}
+
+/// `tandem/taskSession`: the session a task on `uri` would run in, made if
+/// needed, so a client can attach to it before it runs the task.
+fn task_session(params: Params<'_>, ctx: &Ctx, ext: &Extensions) -> RpcResult<Value> {
+    let params: TaskSessionParams = parse(&params)?;
+    let path = Url::parse(&params.uri)
+        .ok()
+        .and_then(|u| uri_path(&u))
+        .ok_or_else(|| {
+            ErrorObjectOwned::owned(
+                -32602,
+                format!("uri: `{}` is not a file:// URI", params.uri),
+                None::<()>,
+            )
+        })?;
+    let conn = conn(ext);
+    let origin = origin(ctx, conn);
+    if let Some(task) = &params.task {
+        let known = ctx
+            .daemon
+            .task_catalog_for(&path, &origin)
+            .is_ok_and(|catalog| catalog.get(task).is_some());
+        if !known {
+            return Err(ErrorObjectOwned::owned(
+                -32602,
+                format!("task: `{task}` is not a task of this workspace"),
+                None::<()>,
+            ));
+        }
+    }
+    let session = session_for(&ctx.daemon, &origin, &path, params.session_id.as_deref())
+        .map_err(|e| rpc_error(task_error(e)))?;
+    ctx.hub.claim_if_unowned(&session.id, conn);
+    Ok(json!({"sessionId": session.id}))
+}
+
+/// Registers the task methods.
+pub fn register(module: &mut RpcModule<Ctx>) -> Result<(), jsonrpsee::core::RegisterMethodError> {
+    module.register_async_method("textDocument/codeAction", code_action)?;
+    module.register_async_method("workspace/executeCommand", command)?;
+    module.register_async_method("tandem/runTask", task)?;
+    module.register_method("tandem/taskSession", |params, ctx, ext| {
+        task_session(params, ctx, ext)
+    })?;
+    Ok(())
+}
