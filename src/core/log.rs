@@ -82,8 +82,9 @@ pub trait EventSink: Send + Sync {
 
     /// The budget of output this sink's client has not read yet, if it
     /// keeps one: a turn waits for room in it before reading more of the
-    /// model stream.
-    fn output_budget(&self) -> Option<&OutputBudget> {
+    /// model stream. Asked once per model call, for the session
+    /// `session_id` (a sink serving many clients keeps one per session).
+    fn output_budget(&self, _session_id: &str) -> Option<Arc<OutputBudget>> {
         None
     }
 }
@@ -307,8 +308,8 @@ impl SessionLog {
     }
 
     /// The output budget of the client this log's events go to, if any.
-    pub fn output_budget(&self) -> Option<&OutputBudget> {
-        self.sink.output_budget()
+    pub fn output_budget(&self) -> Option<Arc<OutputBudget>> {
+        self.sink.output_budget(&self.session_id)
     }
 
     /// Appends an event, makes it durable if it is a boundary, then tells

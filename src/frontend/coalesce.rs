@@ -83,6 +83,8 @@ impl<T> PendingFrames<T> {
         {
             if last_session == session {
                 if let Some(appended) = append_chunk(&mut last.event, &event.event) {
+                    // The merged frame carries the events up to the last.
+                    last.seq = last.seq.max(event.seq);
                     *last_charge += appended;
                     self.merged += 1;
                     return charge.saturating_sub(appended);
@@ -100,6 +102,12 @@ impl<T> PendingFrames<T> {
         self.eager = true;
         let waiting = std::mem::take(&mut self.frames);
         waiting.into_iter().map(|frame| self.push(frame)).sum()
+    }
+
+    /// Queues a frame as it is, never merged (its neighbours may be
+    /// frames the reader will skip).
+    pub(crate) fn push_unmerged(&mut self, frame: Pending<T>) {
+        self.frames.push_back(frame);
     }
 
     pub(crate) fn pop(&mut self) -> Option<Pending<T>> {

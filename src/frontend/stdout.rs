@@ -81,8 +81,8 @@ impl OutboundQueue {
 
     /// The budget of output queued and not written yet, for the sinks to
     /// hand to the core.
-    pub(crate) fn output_budget(&self) -> Option<&OutputBudget> {
-        self.budget.as_deref()
+    pub(crate) fn output_budget(&self) -> Option<Arc<OutputBudget>> {
+        self.budget.clone()
     }
 
     /// Asks the writer to write what is queued and stop; waits for it.
@@ -146,7 +146,7 @@ impl OutboundQueue {
 
 /// What a queued chunk costs: its strings, and room for the event around
 /// them and the message it becomes.
-fn chunk_charge(session_id: &str, event: &LoggedEvent) -> usize {
+pub(crate) fn chunk_charge(session_id: &str, event: &LoggedEvent) -> usize {
     const AROUND: usize = 256;
     let text = match &event.event {
         crate::vocab::event::Event::AssistantChunk { text, turn_id, .. }

@@ -78,13 +78,14 @@ impl Turn<'_> {
             }
             _ => {}
         };
+        let output = self.session.log.output_budget();
         stream_completion(
             self.env.provider.as_ref(),
             request,
             self.limits,
             input_tokens,
             &self.cancel,
-            self.session.log.output_budget(),
+            output.as_deref(),
             on_delta,
         )
         .await

@@ -6,7 +6,7 @@
 //! under `_meta` (a strict client may reject unknown fields).
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
 
@@ -80,7 +80,7 @@ impl EventSink for AcpSink {
         }
     }
 
-    fn output_budget(&self) -> Option<&OutputBudget> {
+    fn output_budget(&self, _session_id: &str) -> Option<Arc<OutputBudget>> {
         self.out.output_budget()
     }
 

@@ -55,7 +55,7 @@ impl EventSink for LspSink {
         self.send_update(session_id, event);
     }
 
-    fn output_budget(&self) -> Option<&OutputBudget> {
+    fn output_budget(&self, _session_id: &str) -> Option<Arc<OutputBudget>> {
         self.out.output_budget()
     }
 }

@@ -16,16 +16,18 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use jsonrpsee::core::server::{SubscriptionSink, TrySendError};
 use serde_json::value::RawValue;
 
+use super::backlog::{Backlog, BacklogReceiver, SessionBudgets};
 use super::clients::Clients;
 use super::owners::TurnOwners;
 use super::progress::{SubscriberProgress, ID_PREFIX as PROGRESS_ID_PREFIX};
 use super::window_bridge::{WindowBridges, ID_PREFIX as WINDOW_ID_PREFIX};
 use crate::core::log::{EventSink, LoggedEvent};
+use crate::core::output_budget::OutputBudget;
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::{Outbound, OutboundQueue};
 use crate::frontend::updates::update_notification;
@@ -59,7 +61,9 @@ pub struct Subscriber {
     pub id: u64,
     pub conn: usize,
     session_id: String,
-    tx: mpsc::UnboundedSender<Item>,
+    /// What waits while the connection is behind: chunks merged, bytes
+    /// counted against the session's output budget (see backlog.rs).
+    backlog: Arc<Backlog>,
     /// Once its replay is out and its queue is empty, live messages go
     /// straight into the connection's sink from the appending task (no
     /// hop through the subscription's task); `None` while they queue.
@@ -76,7 +80,7 @@ pub struct Subscriber {
 
 impl Subscriber {
     /// Sends `item` on: straight into the sink in direct mode, else (or
-    /// when the sink is full) through the queue.
+    /// when the sink is full) through the backlog.
     fn deliver(&self, item: Item) {
         let mut direct = self.direct.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(sink) = direct.as_mut() {
@@ -105,7 +109,7 @@ impl Subscriber {
                 Err(TrySendError::Full(_)) => *direct = None,
             }
         }
-        let _ = self.tx.send(item);
+        self.backlog.push(item);
     }
 
     /// Sends a message (a request, a notification) to this subscriber.
@@ -118,10 +122,11 @@ impl Subscriber {
     pub fn go_direct(
         &self,
         sink: &SubscriptionSink,
-        queue: &mpsc::UnboundedReceiver<Item>,
+        queue: &BacklogReceiver,
         replayed_up_to: u64,
     ) -> bool {
         self.replayed_up_to.store(replayed_up_to, Ordering::SeqCst);
+        self.backlog.go_live(replayed_up_to);
         let mut direct = self.direct.lock().unwrap_or_else(|e| e.into_inner());
         if queue.is_empty() {
             *direct = Some(sink.clone());
@@ -167,6 +172,8 @@ pub struct Hub {
     next_bridge: AtomicU64,
     pub clients: Arc<Clients>,
     pub owners: TurnOwners,
+    /// Each session's output budget, charged by its subscribers' backlogs.
+    budgets: SessionBudgets,
     windows: WindowBridges,
 }
 
@@ -178,6 +185,7 @@ impl Hub {
             next_bridge: AtomicU64::new(1),
             clients,
             owners: TurnOwners::default(),
+            budgets: SessionBudgets::default(),
             windows: WindowBridges::default(),
         })
     }
@@ -324,17 +332,14 @@ impl Hub {
 
     /// Registers a subscriber before its replay is read. Requests of the
     /// session still unanswered are queued to it first.
-    pub fn subscribe(
-        &self,
-        session_id: &str,
-        conn: usize,
-    ) -> (Arc<Subscriber>, mpsc::UnboundedReceiver<Item>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    pub fn subscribe(&self, session_id: &str, conn: usize) -> (Arc<Subscriber>, BacklogReceiver) {
+        let backlog = Backlog::new(session_id, self.budgets.get(session_id));
+        let rx = BacklogReceiver(backlog.clone());
         let sub = Arc::new(Subscriber {
             id: self.next_sub.fetch_add(1, Ordering::Relaxed),
             conn,
             session_id: session_id.to_string(),
-            tx,
+            backlog,
             direct: Mutex::new(None),
             replayed_up_to: AtomicU64::new(0),
             processed: watch::channel(0).0,
@@ -346,7 +351,7 @@ impl Hub {
             if let Some(bridge) = state.bridges.get(session_id) {
                 for request in bridge.pending.values() {
                     if self.answers(conn, request, owner) {
-                        let _ = sub.tx.send(Item::Message(request.clone()));
+                        sub.backlog.push(Item::Message(request.clone()));
                     }
                 }
             }
@@ -508,4 +513,9 @@ impl EventSink for Hub {
     /// Replays go to the one subscriber that asked, from the log itself
     /// (see `tandem/attachSession`), never to everyone.
     fn on_replay(&self, _session_id: &str, _event: &LoggedEvent) {}
+
+    /// The session's: what its subscribers' backlogs hold (see backlog.rs).
+    fn output_budget(&self, session_id: &str) -> Option<Arc<OutputBudget>> {
+        Some(self.budgets.get(session_id))
+    }
 }

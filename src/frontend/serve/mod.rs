@@ -20,6 +20,7 @@
 
 pub mod acp_shim;
 pub mod auth;
+pub mod backlog;
 pub mod client;
 pub mod clients;
 pub mod connection;
@@ -107,6 +108,10 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
                 .max_connections(config.max_connections)
                 .max_request_body_size(config.max_message_bytes)
                 .max_response_body_size(config.max_message_bytes)
+                // Messages a connection holds before its subscribers queue
+                // in their backlogs (merged, counted against the output
+                // budget) instead of here (jsonrpsee's default: 1,024).
+                .set_message_buffer_capacity(backlog::SINK_MESSAGES)
                 .build(),
         )
         .set_http_middleware(tower::ServiceBuilder::new().layer(auth::AuthLayer(
@@ -170,6 +175,13 @@ impl crate::core::log::EventSink for LateSink {
         if let Some(hub) = self.0.get() {
             hub.on_replay(session_id, event);
         }
+    }
+
+    fn output_budget(
+        &self,
+        session_id: &str,
+    ) -> Option<Arc<crate::core::output_budget::OutputBudget>> {
+        self.0.get()?.output_budget(session_id)
     }
 }
 

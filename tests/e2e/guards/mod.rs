@@ -11,10 +11,10 @@ use crate::support::client::{tandem_bin, Editor};
 use crate::support::model_server::ModelServer;
 
 mod budget;
-mod output_cap;
+pub(crate) mod output_cap;
 mod retry_budget;
 mod siblings;
-mod slow_reader;
+pub(crate) mod slow_reader;
 mod spiral;
 
 /// An editor on `root` with a session whose config is the scripted

@@ -21,7 +21,7 @@ use crate::support::model_server::{openai, ModelServer, Reply};
 const CHUNKS: usize = 4096;
 const CHUNK_BYTES: usize = 8192;
 
-fn rss_kib(pid: u32) -> u64 {
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()

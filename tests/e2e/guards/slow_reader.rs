@@ -15,7 +15,7 @@ use crate::support::model_server::{openai, ModelServer, Reply};
 
 const CHUNKS: usize = 3000;
 
-pub(super) async fn send(stdin: &mut ChildStdin, message: Value) {
+pub(crate) async fn send(stdin: &mut ChildStdin, message: Value) {
     stdin
         .write_all(&frame(message.to_string().as_bytes()))
         .await
@@ -23,7 +23,7 @@ pub(super) async fn send(stdin: &mut ChildStdin, message: Value) {
 }
 
 /// Reads one LSP frame.
-pub(super) async fn read_frame<R: AsyncRead + Unpin>(stdout: &mut BufReader<R>) -> Value {
+pub(crate) async fn read_frame<R: AsyncRead + Unpin>(stdout: &mut BufReader<R>) -> Value {
     let mut header = Vec::new();
     while !header.ends_with(b"\r\n\r\n") {
         header.push(stdout.read_u8().await.expect("daemon stdout"));
@@ -39,7 +39,7 @@ pub(super) async fn read_frame<R: AsyncRead + Unpin>(stdout: &mut BufReader<R>) 
     serde_json::from_slice(&body).unwrap()
 }
 
-pub(super) async fn read_until_response<R: AsyncRead + Unpin>(
+pub(crate) async fn read_until_response<R: AsyncRead + Unpin>(
     stdout: &mut BufReader<R>,
     id: i64,
 ) -> Vec<Value> {
@@ -318,7 +318,7 @@ async fn a_slow_acp_client_gets_merged_chunks_and_every_other_update_in_order() 
 }
 
 /// Polls the session log (capped) until the running turn has ended.
-async fn wait_for_turn_end(home: &std::path::Path, session: &str) {
+pub(crate) async fn wait_for_turn_end(home: &std::path::Path, session: &str) {
     let log = home.join("sessions").join(format!("{session}.jsonl"));
     for _ in 0..3000 {
         let text = std::fs::read_to_string(&log).unwrap_or_default();

@@ -11,6 +11,7 @@ mod progress;
 mod requests;
 mod security;
 mod shim;
+mod slow_window;
 mod tasks;
 
 use std::path::{Path, PathBuf};
