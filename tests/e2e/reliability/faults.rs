@@ -38,6 +38,9 @@ enum Outcome {
     Answer,
     /// `error`, the message naming this failure kind.
     Error(&'static str),
+    /// `loop_detected`: the same cut-off tool call three times in a turn
+    /// is the model looping (src/core/driver/loops.rs).
+    Loop,
 }
 
 impl Plan {
@@ -82,10 +85,13 @@ impl Plan {
     }
 
     /// Replays tandem's retry rules (protocol.md, "Provider failures"):
-    /// a bucket per kind within a step, at most 8 retries in a turn.
+    /// a bucket per kind within a step, at most 8 retries in a turn; and
+    /// its loop detector: every truncated call is the same call, so the
+    /// third in a turn stops it.
     fn outcome(&self) -> Outcome {
         let mut used: HashMap<&str, usize> = HashMap::new();
         let mut turn_retries = 0;
+        let mut same_calls = 0;
         for fault in &self.faults {
             match fault.expected() {
                 Expected::Retried { kind, retries } => {
@@ -97,7 +103,13 @@ impl Plan {
                     turn_retries += 1;
                 }
                 Expected::Fatal { kind } => return Outcome::Error(kind),
-                Expected::NextStep => used.clear(),
+                Expected::NextStep => {
+                    used.clear();
+                    same_calls += 1;
+                    if same_calls == 3 {
+                        return Outcome::Loop;
+                    }
+                }
             }
         }
         Outcome::Answer
@@ -233,6 +245,7 @@ async fn every_turn_under_injected_model_faults_ends_in_its_answer_or_a_structur
                 };
                 assert!(names_it, "{kind}: {message} ({})", context());
             }
+            Outcome::Loop => assert_eq!(stop, "loop_detected", "{receipt} ({})", context()),
         }
         // A 429's Retry-After was waited out before the next attempt.
         let times = arrivals.lock().unwrap_or_else(|p| p.into_inner())[&turn].clone();
