@@ -41,8 +41,10 @@ fn assert_ledger_in(text: &str) {
     }
 }
 
-#[tokio::test]
-async fn the_compaction_summary_carries_the_file_ledger_across_a_restart() {
+/// A workspace with a big file and a scripted model that reads it (step 1)
+/// and then adds `notes.md` (step 2): the read fills the history past the
+/// threshold of [`compacting_config`], so step 3 compacts.
+async fn read_then_patch() -> (ModelServer, tempfile::TempDir) {
     let server = ModelServer::start().await;
     let root = tempfile::tempdir().unwrap();
     std::fs::write(root.path().join("big.txt"), BIG_LINE.repeat(180)).unwrap();
@@ -57,6 +59,33 @@ async fn the_compaction_summary_carries_the_file_ledger_across_a_restart() {
         "apply_patch",
         &patch.to_string(),
     )]));
+    (server, root)
+}
+
+/// Auto mode, a 4,000-token window and a low compaction threshold.
+fn compacting_config(server: &ModelServer) -> serde_json::Value {
+    let mut config =
+        server.session_config_with(json!({"compact_threshold": 0.2, "compact_keep_ratio": 0.02}));
+    config["approval"] = json!({"mode": "auto"});
+    config["model"]["context_window"] = json!(4000);
+    config
+}
+
+/// A new daemon on the same home loads the session and answers a prompt
+/// in it, from the log alone.
+async fn prompt_after_reload(home: std::sync::Arc<tempfile::TempDir>, root: &Path, session: &str) {
+    let mut editor = editor_in(Some(home), root).await;
+    let loaded = editor
+        .request("tandem/loadSession", json!({"sessionId": session}))
+        .await;
+    assert!(loaded.get("error").is_none(), "{loaded}");
+    let (response, _) = editor.prompt(session, "second prompt").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+}
+
+#[tokio::test]
+async fn the_compaction_summary_carries_the_file_ledger_across_a_restart() {
+    let (server, root) = read_then_patch().await;
     // The read fills the history past `compact_threshold`: step 3
     // summarizes it (the patch, the newest step, is kept).
     server.push(openai::text(["SUMMARY: read big.txt"]));
@@ -64,11 +93,7 @@ async fn the_compaction_summary_carries_the_file_ledger_across_a_restart() {
     server.push(openai::text(["after the restart"]));
 
     let mut editor = editor_in(None, root.path()).await;
-    let mut config =
-        server.session_config_with(json!({"compact_threshold": 0.2, "compact_keep_ratio": 0.02}));
-    config["approval"] = json!({"mode": "auto"});
-    config["model"]["context_window"] = json!(4000);
-    let session = editor.new_session(config).await;
+    let session = editor.new_session(compacting_config(&server)).await;
     let (response, _) = editor.prompt(&session, "start here").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert_eq!(
@@ -93,13 +118,7 @@ async fn the_compaction_summary_carries_the_file_ledger_across_a_restart() {
     assert!(output.status.success(), "{output:?}");
     assert_ledger_in(&String::from_utf8(output.stdout).unwrap());
 
-    let mut editor = editor_in(Some(home), root.path()).await;
-    let loaded = editor
-        .request("tandem/loadSession", json!({"sessionId": session}))
-        .await;
-    assert!(loaded.get("error").is_none(), "{loaded}");
-    let (response, _) = editor.prompt(&session, "second prompt").await;
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    prompt_after_reload(home, root.path(), &session).await;
     let requests = server.requests();
     assert_eq!(requests.len(), 5, "no new compaction after the reload");
     assert_ledger_in(&request_text(&requests[4]));
@@ -107,20 +126,7 @@ async fn the_compaction_summary_carries_the_file_ledger_across_a_restart() {
 
 #[tokio::test]
 async fn when_summarizing_fails_the_ledger_still_reaches_the_model() {
-    let server = ModelServer::start().await;
-    let root = tempfile::tempdir().unwrap();
-    std::fs::write(root.path().join("big.txt"), BIG_LINE.repeat(180)).unwrap();
-    let patch = json!({"input": "*** Begin Patch\n*** Add File: notes.md\n+notes\n*** End Patch"});
-    server.push(openai::tool_calls(&[(
-        "call_read",
-        "read_file",
-        r#"{"path":"big.txt"}"#,
-    )]));
-    server.push(openai::tool_calls(&[(
-        "call_patch",
-        "apply_patch",
-        &patch.to_string(),
-    )]));
+    let (server, root) = read_then_patch().await;
     // The summary call is refused: the old messages are dropped instead.
     server.push(openai::error(400, "this request cannot be summarized"));
     server.push(openai::text(["read and noted"]));
@@ -129,11 +135,7 @@ async fn when_summarizing_fails_the_ledger_still_reaches_the_model() {
     // The user has big.txt open with a change not saved yet.
     let unsaved = format!("an unsaved first line\n{}", BIG_LINE.repeat(179));
     editor.open(&root.path().join("big.txt"), &unsaved).await;
-    let mut config =
-        server.session_config_with(json!({"compact_threshold": 0.2, "compact_keep_ratio": 0.02}));
-    config["approval"] = json!({"mode": "auto"});
-    config["model"]["context_window"] = json!(4000);
-    let session = editor.new_session(config).await;
+    let session = editor.new_session(compacting_config(&server)).await;
     let (response, _) = editor.prompt(&session, "start here").await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let requests = server.requests();
@@ -146,8 +148,8 @@ async fn when_summarizing_fails_the_ledger_still_reaches_the_model() {
         "- big.txt — read at step 1 of t1, {} bytes, unsaved changes in the editor",
         BIG_LINE.len() * 180
     );
-    assert!(request_text(&requests[3]).contains(&big), "{big:?}");
     let after_drop = request_text(&requests[3]);
+    assert!(after_drop.contains(&big), "{big:?}");
     assert!(
         after_drop.contains("earlier messages were removed to fit the context window"),
         "{after_drop}"
@@ -159,12 +161,6 @@ async fn when_summarizing_fails_the_ledger_still_reaches_the_model() {
     let home = editor.home.clone();
     editor.shutdown_and_exit().await;
     server.push(openai::text(["after the restart"]));
-    let mut editor = editor_in(Some(home), root.path()).await;
-    let loaded = editor
-        .request("tandem/loadSession", json!({"sessionId": session}))
-        .await;
-    assert!(loaded.get("error").is_none(), "{loaded}");
-    let (response, _) = editor.prompt(&session, "second prompt").await;
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    prompt_after_reload(home, root.path(), &session).await;
     assert_ledger_in(&request_text(&server.requests()[4]));
 }
