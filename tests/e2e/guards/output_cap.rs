@@ -12,14 +12,14 @@ use serde_json::{json, Value};
 use tokio::io::BufReader;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use super::slow_reader::{read_until_response, send};
-use crate::support::client::{file_uri, tandem_bin};
+use super::slow_reader::{initialize, new_session, read_until_response, send};
+use crate::support::client::tandem_bin;
 use crate::support::model_server::{openai, ModelServer, Reply};
 
 /// 32 MiB of answer: far more than the output cap (1 MiB) and the
 /// loopback socket buffers between the daemon and the model server.
-const CHUNKS: usize = 4096;
-const CHUNK_BYTES: usize = 8192;
+pub(crate) const CHUNKS: usize = 4096;
+pub(crate) const CHUNK_BYTES: usize = 8192;
 
 pub(crate) fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -71,29 +71,8 @@ async fn stall_the_model_stream() -> Stalled {
     let pid = child.id().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"processId": null, "rootUri": file_uri(root.path()), "capabilities": {}}}),
-    )
-    .await;
-    read_until_response(&mut stdout, 1).await;
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}),
-    )
-    .await;
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tandem/newSession",
-        "params": {"config": server.session_config()}}),
-    )
-    .await;
-    let frames = read_until_response(&mut stdout, 2).await;
-    let session = frames.last().unwrap()["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    initialize(&mut stdin, &mut stdout, root.path()).await;
+    let session = new_session(&mut stdin, &mut stdout, server.session_config()).await;
     let before = rss_kib(pid);
 
     send(
@@ -102,31 +81,8 @@ async fn stall_the_model_stream() -> Stalled {
         "params": {"sessionId": session, "prompt": [{"type": "text", "text": "talk"}]}}),
     )
     .await;
-    // The editor reads nothing. The model server writes as fast as its
-    // socket lets it; once it has written nothing for a second, its
-    // writes are blocked: the daemon stopped reading.
-    let started = Instant::now();
-    let (mut seen, mut since) = (0, Instant::now());
-    let mut peak = 0;
-    loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        peak = peak.max(rss_kib(pid));
-        let written = server.chunk_write_times().len();
-        assert!(
-            written < CHUNKS,
-            "the daemon read the whole {} MiB stream while its editor read nothing",
-            (CHUNKS * CHUNK_BYTES) >> 20
-        );
-        if written != seen {
-            (seen, since) = (written, Instant::now());
-        } else if seen > 0 && since.elapsed() >= Duration::from_secs(1) {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the model server kept writing ({written} chunks) for a minute"
-        );
-    }
+    // The editor reads nothing.
+    let (seen, peak) = wait_until_stream_blocked(&server, pid, "the daemon").await;
     Stalled {
         log: home
             .path()
@@ -142,6 +98,39 @@ async fn stall_the_model_stream() -> Stalled {
         written: seen,
         rss_before_kib: before,
         rss_peak_kib: peak,
+    }
+}
+
+/// Waits until the model server, streaming [`CHUNKS`] chunks as fast as its
+/// socket lets it, has written nothing for a second: its writes are
+/// blocked because `reader` (pid `pid`) stopped reading the stream. Fails
+/// if the whole stream was read, or if writing goes on for a minute.
+/// Returns the chunks written and `pid`'s peak RSS (KiB) meanwhile.
+pub(crate) async fn wait_until_stream_blocked(
+    server: &ModelServer,
+    pid: u32,
+    reader: &str,
+) -> (usize, u64) {
+    let started = Instant::now();
+    let (mut seen, mut since, mut peak) = (0, Instant::now(), 0);
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        peak = peak.max(rss_kib(pid));
+        let written = server.chunk_write_times().len();
+        assert!(
+            written < CHUNKS,
+            "{reader} read the whole {} MiB stream while nothing read its output",
+            (CHUNKS * CHUNK_BYTES) >> 20
+        );
+        if written != seen {
+            (seen, since) = (written, Instant::now());
+        } else if seen > 0 && since.elapsed() >= Duration::from_secs(1) {
+            return (seen, peak);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the model server kept writing ({written} chunks) for a minute"
+        );
     }
 }
 

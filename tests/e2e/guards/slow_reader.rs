@@ -56,6 +56,43 @@ pub(crate) async fn read_until_response<R: AsyncRead + Unpin>(
     }
 }
 
+/// The LSP handshake (`initialize`, id 1, then `initialized`) on a raw
+/// stdio connection, rooted at `root`.
+pub(crate) async fn initialize<R: AsyncRead + Unpin>(
+    stdin: &mut ChildStdin,
+    stdout: &mut BufReader<R>,
+    root: &std::path::Path,
+) {
+    send(stdin, json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"processId": null, "rootUri": crate::support::client::file_uri(root), "capabilities": {}}}))
+    .await;
+    read_until_response(stdout, 1).await;
+    send(
+        stdin,
+        json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}),
+    )
+    .await;
+}
+
+/// `tandem/newSession` (id 2) on a raw stdio connection; the session id.
+pub(crate) async fn new_session<R: AsyncRead + Unpin>(
+    stdin: &mut ChildStdin,
+    stdout: &mut BufReader<R>,
+    config: Value,
+) -> String {
+    send(
+        stdin,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tandem/newSession",
+        "params": {"config": config}}),
+    )
+    .await;
+    let frames = read_until_response(stdout, 2).await;
+    frames.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 /// How the editor connects to the daemon's stdout.
 enum Stdout {
     Pipe,
@@ -109,26 +146,8 @@ async fn slow_lsp_reader(kind: Stdout) {
         None => Box::new(child.stdout.take().unwrap()),
     };
     let mut stdout = BufReader::new(reader);
-    send(&mut stdin, json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"processId": null, "rootUri": crate::support::client::file_uri(root.path()), "capabilities": {}}}))
-    .await;
-    read_until_response(&mut stdout, 1).await;
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}),
-    )
-    .await;
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tandem/newSession",
-        "params": {"config": server.session_config()}}),
-    )
-    .await;
-    let frames = read_until_response(&mut stdout, 2).await;
-    let session = frames.last().unwrap()["result"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    initialize(&mut stdin, &mut stdout, root.path()).await;
+    let session = new_session(&mut stdin, &mut stdout, server.session_config()).await;
 
     send(
         &mut stdin,

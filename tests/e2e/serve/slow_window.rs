@@ -7,16 +7,17 @@
 
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tokio::io::BufReader;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use super::{attach_options, Serve};
-use crate::guards::output_cap::rss_kib;
-use crate::guards::slow_reader::{read_until_response, send, wait_for_turn_end};
-use crate::support::client::{agent_text, file_uri, tandem_bin, Editor};
+use crate::guards::output_cap::{rss_kib, wait_until_stream_blocked, CHUNKS, CHUNK_BYTES};
+use crate::guards::slow_reader::{
+    initialize, new_session, read_until_response, send, wait_for_turn_end,
+};
+use crate::support::client::{agent_text, tandem_bin, Editor};
 use crate::support::model_server::{openai, ModelServer, Reply};
 
 /// A window whose stdout the test reads when it chooses to.
@@ -44,14 +45,7 @@ impl Window {
             stdout: BufReader::new(child.stdout.take().unwrap()),
             child,
         };
-        window
-            .send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                "params": {"processId": null, "rootUri": file_uri(root), "capabilities": {}}}))
-            .await;
-        read_until_response(&mut window.stdout, 1).await;
-        window
-            .send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
-            .await;
+        initialize(&mut window.stdin, &mut window.stdout, root).await;
         window
     }
 
@@ -60,16 +54,7 @@ impl Window {
     }
 
     async fn new_session(&mut self, config: Value) -> String {
-        self.send(
-            json!({"jsonrpc": "2.0", "id": 2, "method": "tandem/newSession",
-            "params": {"config": config}}),
-        )
-        .await;
-        let frames = read_until_response(&mut self.stdout, 2).await;
-        frames.last().unwrap()["result"]["sessionId"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        new_session(&mut self.stdin, &mut self.stdout, config).await
     }
 
     async fn prompt(&mut self, session: &str) {
@@ -186,8 +171,6 @@ async fn a_window_that_reads_slowly_gets_fewer_larger_chunks_and_every_other_upd
 async fn a_window_that_stops_reading_pauses_the_model_stream_until_it_closes() {
     // 32 MiB of answer: far more than the output cap (1 MiB) and every
     // socket buffer on the way.
-    const CHUNKS: usize = 4096;
-    const CHUNK_BYTES: usize = 8192;
     let model = ModelServer::start().await;
     let pieces: Vec<String> = (0..CHUNKS)
         .map(|i| format!("<{i:05}>{}", "x".repeat(CHUNK_BYTES - 7)))
@@ -213,30 +196,8 @@ async fn a_window_that_stops_reading_pauses_the_model_stream_until_it_closes() {
     let rss_before = rss_kib(serve_pid);
 
     stalled.prompt(&session).await;
-    // The first window reads nothing. Once the model server has written
-    // nothing for a second, its writes are blocked: the serve stopped
-    // reading the stream.
-    let started = Instant::now();
-    let (mut seen, mut since, mut peak) = (0, Instant::now(), 0);
-    loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        peak = peak.max(rss_kib(serve_pid));
-        let written = model.chunk_write_times().len();
-        assert!(
-            written < CHUNKS,
-            "the serve read the whole {} MiB stream while a window read nothing",
-            (CHUNKS * CHUNK_BYTES) >> 20
-        );
-        if written != seen {
-            (seen, since) = (written, Instant::now());
-        } else if seen > 0 && since.elapsed() >= Duration::from_secs(1) {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the model server kept writing ({written} chunks) for a minute"
-        );
-    }
+    // The first window reads nothing.
+    let (seen, peak) = wait_until_stream_blocked(&model, serve_pid, "the serve").await;
     let grew_mib = peak.saturating_sub(rss_before) as f64 / 1024.0;
     println!("paused: {seen} of {CHUNKS} chunks written, the serve grew {grew_mib:.1} MiB");
     assert!(
