@@ -62,7 +62,6 @@ async fn escapes_through_dotdot_symlinks_and_proc_self_cwd_are_denied() {
         .collect();
     assert!(left.is_empty(), "written outside: {left:?}\n{result}");
     assert!(root.path().join("inside.txt").exists(), "{result}");
-    eprintln!("RESULT:{result}");
     // The command's status stands; the notes name the resolved place.
     assert!(
         result.starts_with("exit code 0\n[sandbox] write outside"),

@@ -29,6 +29,11 @@ const SIMULATE_UNAVAILABLE: &str = "TANDEM_SANDBOX_SIMULATE_UNAVAILABLE";
 /// answers its ABI version and `unshare -rn true` works. Tests of the real
 /// sandbox say they did not run when not (this machine and CI can).
 fn kernel_can_sandbox() -> bool {
+    static CAN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CAN.get_or_init(probe_kernel)
+}
+
+fn probe_kernel() -> bool {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
     // SAFETY: with this flag the call reads no memory and returns a number.
     let abi = unsafe {
