@@ -358,9 +358,7 @@ impl SessionLog {
             tracing::error!(session = %self.session_id, "session log fsync failed: {e}");
         }
     }
-}
 
-impl SessionLog {
     /// Starts making everything appended so far durable without waiting
     /// for it: the fsync runs on a blocking thread while the caller goes
     /// on (the driver sends the model a batch's results meanwhile). The
