@@ -6,8 +6,8 @@
 use serde_json::json;
 
 use super::{
-    answer_permission, config, decisions, editor_on, option_ids, permission_requests, run_one,
-    var_tmp_dir, SIMULATE_UNAVAILABLE,
+    after_failure, answer_permission, config, decisions, editor_on, option_ids,
+    permission_requests, run_one, var_tmp_dir, SIMULATE_UNAVAILABLE,
 };
 use crate::acp::AcpClient;
 use crate::support::client::{Editor, EditorOptions};
@@ -169,8 +169,8 @@ async fn a_model_asking_to_leave_the_sandbox_asks_the_user_even_in_auto_mode() {
     let result = run_one(&server, &mut editor, &session, args).await;
     assert!(!kept.exists(), "{result}");
     assert!(
-        result.starts_with(
-            "exit code 1\n[sandbox] the user allowed this command only inside the sandbox\n[sandbox] write outside"
+        after_failure(&result).starts_with(
+            "[sandbox] the user allowed this command only inside the sandbox\n[sandbox] write outside"
         ),
         "{result}"
     );

@@ -112,6 +112,18 @@ async fn run_one(server: &ModelServer, editor: &mut Editor, session: &str, args:
     tool_result(&requests[before + 1], &call_id)
 }
 
+/// What follows the `exit code N` line of a failed command's result. The code
+/// itself is the shell's (dash and bash differ on a failed redirect), so only
+/// its being non-zero is checked.
+fn after_failure(result: &str) -> &str {
+    let (first, rest) = result.split_once('\n').unwrap_or((result, ""));
+    let code = first
+        .strip_prefix("exit code ")
+        .unwrap_or_else(|| panic!("{result}"));
+    assert_ne!(code, "0", "the command should have failed: {result}");
+    rest
+}
+
 /// The content of the tool message answering `call_id` in a model request.
 fn tool_result(request: &RecordedRequest, call_id: &str) -> String {
     request

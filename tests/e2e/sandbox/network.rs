@@ -6,7 +6,7 @@ use std::net::TcpListener;
 
 use serde_json::json;
 
-use super::{config, editor_on, run_one, var_tmp_dir};
+use super::{after_failure, config, editor_on, run_one, var_tmp_dir};
 use crate::support::model_server::ModelServer;
 
 /// A command that sends `hello` to a TCP port on the host's loopback.
@@ -42,7 +42,7 @@ async fn a_loopback_server_of_the_host_is_unreachable_by_default() {
         "the sandboxed command reached the host: {accepted:?}\n{result}"
     );
     assert!(
-        result.starts_with("exit code 1\n[sandbox] network access is off in the sandbox"),
+        after_failure(&result).starts_with("[sandbox] network access is off in the sandbox"),
         "{result}"
     );
 }
