@@ -468,19 +468,85 @@ async fn raw_request_floor(server: &Arc<ModelServer>) -> Duration {
 
 /// `VmRSS` of a process, in bytes.
 fn rss_bytes(pid: u32) -> usize {
+    rss_parts(pid).0
+}
+
+/// `VmRSS`, `RssAnon` and `RssFile` of a process, in bytes: the heap and
+/// stacks apart from the binary's pages read in from disk (code that ran).
+fn rss_parts(pid: u32) -> (usize, usize, usize) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    let kb: usize = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS line");
-    kb * 1024
+    let field = |name: &str| -> usize {
+        let kb: usize = status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} line"));
+        kb * 1024
+    };
+    (field("VmRSS:"), field("RssAnon:"), field("RssFile:"))
+}
+
+/// A small session (one prompt and its answer) written to `home` by a
+/// daemon of its own: loading and prompting it first warms the measured
+/// daemon's code (the binary's pages it reads in) and allocator, so what
+/// loading the large session adds after it is what holding it costs.
+async fn small_session(server: &Arc<ModelServer>, home: &Path) -> String {
+    let root = tempfile::tempdir().expect("workspace");
+    let mut editor = Editor::spawn(&tandem_bin(), &["lsp"], home);
+    editor.handshake(root.path()).await;
+    let id = editor
+        .new_session(&server.base_url(), model_server::MODEL_NAME)
+        .await;
+    server.push(openai::text(["ok"]));
+    editor.prompt(&id, "hello").await;
+    editor.shutdown().await;
+    id
 }
 
 /// The release binary loads the session in `home` and answers one prompt
 /// in it: (RSS before loading, after loading, after the answer, the body
-/// it sent).
+/// it sent). Then, in a second daemon warmed by loading and prompting a
+/// small session first, what the large one adds to that (printed).
 async fn daemon_rss(
+    server: &Arc<ModelServer>,
+    home: &Path,
+    session_id: &str,
+) -> (usize, usize, usize, usize) {
+    let measured = cold_daemon_rss(server, home, session_id).await;
+    let small = small_session(server, home).await;
+    let root = tempfile::tempdir().expect("workspace");
+    let mut editor = Editor::spawn(&tandem_bin(), &["lsp"], home);
+    editor.handshake(root.path()).await;
+    let pid = editor.child.id().expect("daemon pid");
+    let mut after = Vec::new();
+    for (id, text) in [(small.as_str(), "warm"), (session_id, "one more")] {
+        let loaded = editor
+            .request("tandem/loadSession", json!({"sessionId": id}))
+            .await;
+        assert!(
+            loaded.get("result").is_some(),
+            "loadSession failed: {loaded}"
+        );
+        server.push(openai::text(["ok"]));
+        editor.prompt(id, text).await;
+        after.push(rss_parts(pid));
+    }
+    let ((warm, warm_anon, warm_file), (held, held_anon, held_file)) = (after[0], after[1]);
+    println!(
+        "  warm daemon (a small session loaded and prompted first): RSS {} MB, then {} MB holding the 5,000-message session after a prompt: +{} MB = +{} MB anonymous + {} MB of the binary ({:.2}x the request)",
+        mb(warm),
+        mb(held),
+        mb(held.saturating_sub(warm)),
+        mb(held_anon.saturating_sub(warm_anon)),
+        mb(held_file.saturating_sub(warm_file)),
+        held.saturating_sub(warm) as f64 / measured.3 as f64
+    );
+    editor.shutdown().await;
+    measured
+}
+
+/// [`daemon_rss`]'s measurement in a fresh daemon.
+async fn cold_daemon_rss(
     server: &Arc<ModelServer>,
     home: &Path,
     session_id: &str,
@@ -490,6 +556,16 @@ async fn daemon_rss(
     editor.handshake(root.path()).await;
     let pid = editor.child.id().expect("daemon pid");
     let idle = rss_bytes(pid);
+    let show = |when: &str| {
+        let (all, anon, file) = rss_parts(pid);
+        println!(
+            "  RSS {when}: {} MB = {} MB anonymous (heap, stacks) + {} MB of the binary and libraries",
+            mb(all),
+            mb(anon),
+            mb(file)
+        );
+    };
+    show("idle");
     let loaded = editor
         .request("tandem/loadSession", json!({"sessionId": session_id}))
         .await;
@@ -498,10 +574,12 @@ async fn daemon_rss(
         "loadSession failed: {loaded}"
     );
     let after_load = rss_bytes(pid);
+    show("after loadSession");
     let before = server.requests().len();
     server.push(openai::text(["ok"]));
     editor.prompt(session_id, "one more").await;
     let held = rss_bytes(pid);
+    show("holding the session after a prompt");
     // `TANDEM_BENCH_TRIM=1`: how much of it the allocator holds free, by
     // asking glibc to return it (gdb calls `malloc_trim(0)` in the daemon).
     if std::env::var("TANDEM_BENCH_TRIM").is_ok_and(|v| v == "1") {
@@ -581,7 +659,11 @@ async fn main() {
     println!("step start -> first byte, its pieces timed alone (medians of 20, history growing a step each):");
     println!("| messages | body | repair | request body | send until first byte |");
     println!("|---|---|---|---|---|");
+    // One case asked for: its pieces only.
     for target in TARGETS {
+        if !only.is_empty() && !only.starts_with(&format!("{target}-")) {
+            continue;
+        }
         let split = split_request_path(&server, target).await;
         println!(
             "| {target} | {} KB | {} | {} | {} |",

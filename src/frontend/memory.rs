@@ -1,19 +1,98 @@
-//! Giving freed memory back to the OS after a burst. glibc's allocator
-//! keeps what a replay of a long session freed (megabytes of events and
-//! frames) in its heap, where the daemon's RSS counts it for as long as
-//! the daemon runs; `malloc_trim` returns it.
+//! Giving freed memory back to the OS at the moments a lot was just freed.
+//! glibc's allocator keeps what a replay of a long session freed
+//! (megabytes of events and frames), and what a turn's requests freed (a
+//! body as large as the history for every step), in its heap, where the
+//! daemon's RSS counts it for as long as the daemon runs; `malloc_trim`
+//! returns it.
+//!
+//! Invariant: a trim never runs on a step's path. It is asked for
+//! ([`trim_when_idle`]) after a load and at a turn's end, and runs on the
+//! stdout writer's thread once everything queued before it is written, so
+//! the replay's frames are freed first and no chunk waits behind it; a
+//! turn's end is not on the model's path (the next step has nothing to
+//! send until a new prompt arrives).
 
-/// Returns the allocator's free memory to the OS (glibc only; elsewhere
-/// nothing to do). Takes a few milliseconds on a heap of tens of MB.
-pub(crate) fn return_freed_memory() {
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Below this much free memory in the heap a trim is not worth its time.
+const WORTH_TRIMMING: usize = 1 << 20;
+
+/// Set when a trim is wanted; taken by the stdout writer when idle.
+static TRIM_WANTED: AtomicBool = AtomicBool::new(false);
+
+/// Asks for freed memory to go back to the OS once the stdout writer has
+/// written what is queued (after a session's load, at a turn's end).
+pub(crate) fn trim_when_idle() {
+    TRIM_WANTED.store(true, Ordering::Release);
+}
+
+/// Whether a trim was asked for since the last call (the writer calls
+/// this when its queue is empty).
+pub(crate) fn take_trim_request() -> bool {
+    TRIM_WANTED.swap(false, Ordering::AcqRel)
+}
+
+/// Returns the allocator's free memory to the OS if it holds at least a
+/// MB of it (glibc only; elsewhere nothing to do), and says whether it
+/// trimmed. Takes a few milliseconds on a heap of tens of MB.
+pub(crate) fn return_freed_memory() -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         let started = std::time::Instant::now();
+        let free = free_heap_bytes();
+        if free < WORTH_TRIMMING {
+            tracing::debug!(free, "freed memory kept: too little to return");
+            return false;
+        }
         // SAFETY: malloc_trim only walks and trims the allocator's own
         // free lists; it takes the allocator's locks like malloc does.
         unsafe {
             libc::malloc_trim(0);
         }
-        tracing::debug!(took = ?started.elapsed(), "returned freed memory to the OS");
+        tracing::debug!(free, took = ?started.elapsed(), "returned freed memory to the OS");
+        true
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    false
+}
+
+/// Bytes the allocator holds free in its heaps (every arena).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn free_heap_bytes() -> usize {
+    // SAFETY: mallinfo2 only reads the allocator's statistics.
+    unsafe { libc::mallinfo2() }.fordblks
+}
+
+#[cfg(all(test, target_os = "linux", target_env = "gnu"))]
+mod tests {
+    use super::*;
+
+    fn rss_anon_kb() -> usize {
+        std::fs::read_to_string("/proc/self/status")
+            .expect("/proc/self/status")
+            .lines()
+            .find_map(|l| l.strip_prefix("RssAnon:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("RssAnon line")
+    }
+
+    #[test]
+    fn memory_freed_inside_the_heap_goes_back_to_the_os() {
+        // 32 MB in small pieces (too small for mmap, so they come from the
+        // heap), then one piece allocated after them stays: the heap cannot
+        // shrink from its top, and the freed pieces stay resident.
+        let pieces: Vec<Vec<u8>> = (0..32 * 1024).map(|i| vec![i as u8; 1000]).collect();
+        let pinned = vec![1u8; 1000];
+        drop(pieces);
+        let before = rss_anon_kb();
+        assert!(return_freed_memory(), "32 MB free is worth a trim");
+        let after = rss_anon_kb();
+        // Other tests of this process allocate meanwhile: most of it, not
+        // all of it, must have gone back.
+        assert!(
+            before.saturating_sub(after) > 16 * 1024,
+            "RssAnon {before} kB before the trim, {after} kB after"
+        );
+        drop(pinned);
     }
 }

@@ -215,10 +215,12 @@ impl Writer {
         let mut caught_up = 0;
         loop {
             if pending.is_empty() {
-                if pending.release_spare() {
-                    // A burst just went out (a replay of a long session):
-                    // what it allocated is free now, and the allocator
-                    // would keep it for good without being asked.
+                // A burst just went out (a replay of a long session), or a
+                // load or a turn asked: what they allocated is free now,
+                // and the allocator would keep it for good without being
+                // asked. (Both are called: each clears its own flag.)
+                let burst = pending.release_spare();
+                if super::memory::take_trim_request() | burst {
                     super::memory::return_freed_memory();
                 }
                 match rx.blocking_recv() {

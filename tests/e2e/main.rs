@@ -10,6 +10,7 @@ mod approvals;
 mod code_map;
 mod compaction;
 mod exec_cli;
+mod freed_memory;
 mod guards;
 mod layers;
 mod ledger;

@@ -581,6 +581,10 @@ impl Backend {
                 .iter()
                 .filter(|e| crate::frontend::updates::session_update(&e.event).is_some())
                 .count();
+            // The log's events are freed here, the replay's frames once
+            // written: give that memory back after them.
+            drop(events);
+            crate::frontend::memory::trim_when_idle();
             Ok(LoadSessionResult {
                 session_id: session.id.clone(),
                 replayed,

@@ -1,0 +1,86 @@
+//! The daemon gives freed memory back to the OS after a turn and after a
+//! session's load, through the real binary: the debug log says when it
+//! did, with how much the allocator held free.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::client::{Editor, EditorOptions};
+use crate::support::model_server::{openai, ModelServer};
+
+const RETURNED: &str = "returned freed memory to the OS";
+
+/// How many times the daemon's log says it returned freed memory, once
+/// that reaches `at_least` (the writer trims once idle, which may be just
+/// after the frame the test waited for), or the count at the cap.
+async fn returned_count(editor: &Editor, at_least: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let count = editor.stderr().matches(RETURNED).count();
+        if count >= at_least || Instant::now() > deadline {
+            return count;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_turn_and_a_load_that_freed_megabytes_give_them_back() {
+    let server = ModelServer::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let mut editor = Editor::spawn().await;
+    editor.initialize(root.path()).await;
+    let session = editor.new_session(server.session_config()).await;
+    // A 4 MB answer: its chunk, its message and their frames are freed by
+    // the turn's end, and read back from the log by the load.
+    let answer = "x".repeat(4 << 20);
+    server.push(openai::text([answer.as_str()]));
+    let (receipt, _) = editor.prompt(&session, "write a lot").await;
+    assert!(receipt.get("result").is_some(), "{receipt}");
+    assert_eq!(
+        returned_count(&editor, 1).await,
+        1,
+        "one trim after the turn; stderr:\n{}",
+        editor.stderr()
+    );
+    let home = editor.home.clone();
+    editor.shutdown_and_exit().await;
+
+    let mut loader = Editor::spawn_with(EditorOptions {
+        home: Some(home),
+        ..EditorOptions::default()
+    })
+    .await;
+    loader.initialize(root.path()).await;
+    let before = loader.stderr().matches(RETURNED).count();
+    let loaded = loader
+        .request("tandem/loadSession", json!({"sessionId": session}))
+        .await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    assert_eq!(
+        returned_count(&loader, before + 1).await,
+        before + 1,
+        "one trim after the load; stderr:\n{}",
+        loader.stderr()
+    );
+}
+
+#[tokio::test]
+async fn a_small_turn_keeps_its_little_freed_memory() {
+    let server = ModelServer::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let mut editor = Editor::spawn().await;
+    editor.initialize(root.path()).await;
+    let session = editor.new_session(server.session_config()).await;
+    server.push(openai::text(["ok"]));
+    editor.prompt(&session, "hi").await;
+    // The trim was considered (the log says so) and not worth its time.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !editor.stderr().contains("freed memory kept") && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let log = editor.stderr();
+    assert!(log.contains("freed memory kept"), "stderr:\n{log}");
+    assert!(!log.contains(RETURNED), "stderr:\n{log}");
+}
