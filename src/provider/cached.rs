@@ -10,6 +10,11 @@
 //! it stands. Every body built from the cache is byte-identical to one
 //! built from scratch ([`Provider::request_body_from_scratch`]).
 //!
+//! One copy of old history, not two: a tool result that nothing reads any
+//! more but the request body can keep only its serialized form
+//! ([`CachedMessage::keep_serialized_only`]), from which the message is
+//! read back, exactly, the first time anything asks for it.
+//!
 //! [`Provider::request_body_from_scratch`]: super::Provider::request_body_from_scratch
 
 use std::ops::Deref;
@@ -20,7 +25,9 @@ use super::ModelMessage;
 /// A message of the model's context with its serialized forms.
 #[derive(Debug, Clone)]
 pub struct CachedMessage {
-    message: ModelMessage,
+    /// Empty when only the serialized form is kept; read back from it on
+    /// first use.
+    message: OnceLock<ModelMessage>,
     pub(super) wire: WireForms,
 }
 
@@ -36,29 +43,65 @@ pub(super) struct WireForms {
 impl CachedMessage {
     pub fn new(message: ModelMessage) -> Self {
         CachedMessage {
-            message,
+            message: OnceLock::from(message),
             wire: WireForms::default(),
         }
     }
 
     pub fn message(&self) -> &ModelMessage {
-        &self.message
+        self.message.get_or_init(|| {
+            self.wire
+                .openai
+                .get()
+                .and_then(|wire| super::openai::tool_message_from_wire(wire))
+                .expect("a message kept serialized only reads back from its form")
+        })
     }
 
     /// The message, to change: its serialized forms are dropped.
     pub fn message_mut(&mut self) -> &mut ModelMessage {
+        self.message();
         self.wire = WireForms::default();
-        &mut self.message
+        self.message
+            .get_mut()
+            .expect("the message was read back just above")
     }
 
     pub fn into_message(self) -> ModelMessage {
+        self.message();
         self.message
+            .into_inner()
+            .expect("the message was read back just above")
     }
 
     /// How many bytes of serialized forms this message holds.
     pub fn cached_bytes(&self) -> usize {
         self.wire.openai.get().map_or(0, |b| b.len())
             + self.wire.anthropic.get().map_or(0, |b| b.bytes())
+    }
+
+    /// Drops the structured message of a tool result whose Chat
+    /// Completions form is cached and reads back to exactly it, keeping
+    /// that form alone (one copy instead of two); says whether it did.
+    /// Anything else (other messages, a result not yet serialized, or only
+    /// in the Messages API's form) is left as it is.
+    pub fn keep_serialized_only(&mut self) -> bool {
+        let (Some(message), Some(wire)) = (self.message.get(), self.wire.openai.get()) else {
+            return false;
+        };
+        if !matches!(message, ModelMessage::Tool { .. })
+            || super::openai::tool_message_from_wire(wire).as_ref() != Some(message)
+        {
+            return false;
+        }
+        self.message.take();
+        true
+    }
+
+    /// Whether the structured message is held (not only its serialized
+    /// form).
+    pub fn holds_message(&self) -> bool {
+        self.message.get().is_some()
     }
 }
 
@@ -72,19 +115,19 @@ impl Deref for CachedMessage {
     type Target = ModelMessage;
 
     fn deref(&self) -> &ModelMessage {
-        &self.message
+        self.message()
     }
 }
 
 impl PartialEq for CachedMessage {
     fn eq(&self, other: &Self) -> bool {
-        self.message == other.message
+        self.message() == other.message()
     }
 }
 
 impl PartialEq<ModelMessage> for CachedMessage {
     fn eq(&self, other: &ModelMessage) -> bool {
-        self.message == *other
+        self.message() == other
     }
 }
 

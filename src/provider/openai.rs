@@ -243,6 +243,22 @@ impl<'a> From<&'a ModelMessage> for ChatMessage<'a> {
     }
 }
 
+/// A tool message read back from its serialized form (`None` for any
+/// other message, or a form this does not read).
+pub(super) fn tool_message_from_wire(wire: &[u8]) -> Option<ModelMessage> {
+    #[derive(Deserialize)]
+    struct WireTool {
+        role: String,
+        tool_call_id: String,
+        content: String,
+    }
+    let tool: WireTool = serde_json::from_slice(wire).ok()?;
+    (tool.role == "tool").then_some(ModelMessage::Tool {
+        call_id: tool.tool_call_id,
+        content: tool.content,
+    })
+}
+
 // ---- stream decoding ----
 
 #[derive(Deserialize)]

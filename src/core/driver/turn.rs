@@ -89,6 +89,13 @@ impl Turn<'_> {
         };
         let mut end = end;
         end.cost_usd = self.price().map(|p| p.cost(&self.usage));
+        // Off the model's path (nothing to send until the next prompt):
+        // old results keep one copy, and the turn's end then gives the
+        // freed memory back (the frontend trims on `turn_end`).
+        let kept = self.projection.keep_old_results_serialized();
+        if kept > 0 {
+            tracing::debug!(kept, "old tool results kept serialized only");
+        }
         self.record(Event::TurnEnd {
             turn_id: self.turn_id.clone(),
             stop_reason: end.reason,

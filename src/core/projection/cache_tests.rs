@@ -85,6 +85,8 @@ struct Session {
     limits: RepairLimits,
     tools: Vec<ToolSpec>,
     requests: usize,
+    /// Old results that kept only their serialized form, over all steps.
+    kept_serialized: usize,
 }
 
 impl Session {
@@ -100,6 +102,7 @@ impl Session {
                 parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
             }],
             requests: 0,
+            kept_serialized: 0,
         }
     }
 
@@ -145,6 +148,19 @@ impl Session {
             self.reference.estimated_tokens()
         );
         serde_json::from_slice::<serde_json::Value>(&built).expect("the body is JSON");
+        // As at a turn's end, but after every step: what the next steps
+        // read back must be what was dropped.
+        self.kept_serialized += self.live.keep_old_results_serialized();
+    }
+
+    /// How many messages of the live history hold only their serialized
+    /// form.
+    fn serialized_only(&self) -> usize {
+        self.live
+            .messages
+            .iter()
+            .filter(|m| !m.holds_message())
+            .count()
     }
 }
 
@@ -279,6 +295,60 @@ fn every_kind_of_step_builds_the_body_a_from_scratch_build_would() {
     // A model switch changes only the frame.
     s.request(&*provider(ProviderKind::Openai, "other-model"));
     s.request(&*provider(ProviderKind::Anthropic, "other-model"));
+    assert!(
+        s.kept_serialized > 0,
+        "old results kept only their serialized form along the way"
+    );
+}
+
+#[test]
+fn old_results_keep_one_copy_and_read_back_exactly() {
+    let openai = provider(ProviderKind::Openai, "m");
+    let anthropic = provider(ProviderKind::Anthropic, "m");
+    let mut s = Session::new();
+    s.record([user("read them all")]);
+    // Steps as the driver runs them: repair, the body from the caches,
+    // and at each turn's end the old results keep one copy.
+    for i in 0..20 {
+        let id = format!("c{i}");
+        s.record([
+            assistant("", None, vec![call(&id, "{}")]),
+            result(
+                &id,
+                ToolStatus::Completed,
+                &format!("line {i}\n\t\"quoted\" \\ \u{1F600} \u{7}"),
+            ),
+        ]);
+        s.live.repair(s.limits);
+        openai.request_body(ModelRequest {
+            messages: s.live.messages(),
+            tools: &s.tools,
+            max_output_tokens: None,
+        });
+        s.live.keep_old_results_serialized();
+    }
+    // The newest 8 results are still read by the shortening pass; the 12
+    // before them hold one copy, and nothing on the way read them back.
+    assert_eq!(s.serialized_only(), 12);
+    // Read back exactly: the same bodies as from scratch and as a history
+    // that never dropped anything, from the provider whose form is kept
+    // and from the other (which reads the messages back to build its own).
+    s.request(&*openai);
+    s.request(&*anthropic);
+    assert_eq!(s.live.messages(), s.reference.messages());
+    // A repair that changes old results reads them back first.
+    s.limits.shorten_results_to = 4;
+    s.request(&*openai);
+    let shortened = s
+        .live
+        .messages()
+        .iter()
+        .filter(|m| {
+            matches!(m.message(), crate::provider::ModelMessage::Tool { content, .. }
+                if content.contains("bytes of this old result omitted"))
+        })
+        .count();
+    assert_eq!(shortened, 12);
 }
 
 #[test]

@@ -93,6 +93,23 @@ impl Projection {
         (self.chars / 4) as u64
     }
 
+    /// Keeps only the serialized form of the tool results that nothing
+    /// but the request body reads any more (before where the repair
+    /// pipeline's checks resume) and whose form is cached: the history's
+    /// text is then held once, not twice. Whatever reads such a message
+    /// again (a compaction, a provider switch, a repair that starts over)
+    /// gets it read back from that form. Returns how many it dropped.
+    pub fn keep_old_results_serialized(&mut self) -> usize {
+        let end = self.checked.settled().min(self.messages.len());
+        let from = self.checked.serialized_before.min(end);
+        let kept = self.messages[from..end]
+            .iter_mut()
+            .filter_map(|m| m.keep_serialized_only().then_some(()))
+            .count();
+        self.checked.serialized_before = end;
+        kept
+    }
+
     /// Mutable access for tests that need a deliberately broken history:
     /// the repair pipeline checks everything again.
     pub fn messages_mut(&mut self) -> &mut Vec<CachedMessage> {

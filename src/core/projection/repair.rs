@@ -31,12 +31,21 @@ pub(super) struct Checked {
     /// (keep, shorten-to) settings.
     shortened_before: usize,
     shorten_settings: Option<(usize, usize)>,
+    /// Tool results before this index that could keep only their
+    /// serialized form do (`Projection::keep_old_results_serialized`).
+    pub(super) serialized_before: usize,
     /// The message list was changed from outside (tests): `chars` is to
     /// be counted again.
     pub(super) chars_stale: bool,
 }
 
 impl Checked {
+    /// Messages before this index are read by neither check again (until
+    /// a change before it sends them back to the start).
+    pub(super) fn settled(&self) -> usize {
+        self.len.min(self.shortened_before)
+    }
+
     /// The history changed at `at`: what was checked before it still holds
     /// only if `at` is past the checked prefix.
     pub(super) fn touched(&mut self, at: usize) {
