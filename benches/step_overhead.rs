@@ -33,8 +33,11 @@
 //!
 //! Memory: the 5,000-message session is then loaded by the release binary
 //! (`tandem lsp`, `tandem/loadSession`) and prompted once; its `VmRSS` is
-//! read from `/proc` before loading and after the answer, against the size
-//! of the request body it sent.
+//! read from `/proc` before loading and after the answer (once it holds
+//! still), against the size of the request body it sent, and split into
+//! anonymous memory (heap, stacks) and the binary's pages. A second daemon
+//! loads and prompts a small session first, so that what the large one
+//! adds is not the code it runs for the first time.
 //!
 //! `cargo bench --bench step_overhead`
 
@@ -471,6 +474,23 @@ fn rss_bytes(pid: u32) -> usize {
     rss_parts(pid).0
 }
 
+/// `VmRSS` once it holds still: the daemon gives freed memory back when
+/// its stdout writer goes idle, which may be just after the frame that
+/// answered (a trim takes milliseconds). Read every 20 ms until two reads
+/// agree, for at most a second.
+async fn settled_rss(pid: u32) -> usize {
+    let mut last = rss_bytes(pid);
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let now = rss_bytes(pid);
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    last
+}
+
 /// `VmRSS`, `RssAnon` and `RssFile` of a process, in bytes: the heap and
 /// stacks apart from the binary's pages read in from disk (code that ran).
 fn rss_parts(pid: u32) -> (usize, usize, usize) {
@@ -529,6 +549,7 @@ async fn daemon_rss(
         );
         server.push(openai::text(["ok"]));
         editor.prompt(id, text).await;
+        settled_rss(pid).await;
         after.push(rss_parts(pid));
     }
     let ((warm, warm_anon, warm_file), (held, held_anon, held_file)) = (after[0], after[1]);
@@ -573,12 +594,12 @@ async fn cold_daemon_rss(
         loaded.get("result").is_some(),
         "loadSession failed: {loaded}"
     );
-    let after_load = rss_bytes(pid);
+    let after_load = settled_rss(pid).await;
     show("after loadSession");
     let before = server.requests().len();
     server.push(openai::text(["ok"]));
     editor.prompt(session_id, "one more").await;
-    let held = rss_bytes(pid);
+    let held = settled_rss(pid).await;
     show("holding the session after a prompt");
     // `TANDEM_BENCH_TRIM=1`: how much of it the allocator holds free, by
     // asking glibc to return it (gdb calls `malloc_trim(0)` in the daemon).

@@ -105,7 +105,11 @@ impl Provider for AnthropicProvider {
         let forms: Vec<&Blocks> = request
             .messages
             .iter()
-            .map(|m| m.wire.anthropic.get_or_init(|| Blocks::of(m.message())))
+            .map(|m| {
+                &**m.wire
+                    .anthropic
+                    .get_or_init(|| Box::new(Blocks::of(m.message())))
+            })
             .filter(|b| b.role.is_some())
             .collect();
         // Each block and its comma, and each merged message's frame.

@@ -10,8 +10,9 @@
 //! it stands. Every body built from the cache is byte-identical to one
 //! built from scratch ([`Provider::request_body_from_scratch`]).
 //!
-//! One copy of old history, not two: a tool result that nothing reads any
-//! more but the request body can keep only its serialized form
+//! One copy of old history, not two: a tool result or an assistant
+//! message that nothing reads any more but the request body can keep only
+//! its serialized form
 //! ([`CachedMessage::keep_serialized_only`]), from which the message is
 //! read back, exactly, the first time anything asks for it.
 //!
@@ -26,8 +27,9 @@ use super::ModelMessage;
 #[derive(Debug, Clone)]
 pub struct CachedMessage {
     /// Empty when only the serialized form is kept; read back from it on
-    /// first use.
-    message: OnceLock<ModelMessage>,
+    /// first use. Boxed, like the forms, so that a list of thousands of
+    /// messages costs 56 bytes for each, not 168.
+    message: OnceLock<Box<ModelMessage>>,
     pub(super) wire: WireForms,
 }
 
@@ -37,13 +39,13 @@ pub(super) struct WireForms {
     /// Chat completions: the message object.
     pub(super) openai: OnceLock<Box<[u8]>>,
     /// Messages API: its role and content blocks.
-    pub(super) anthropic: OnceLock<super::anthropic::Blocks>,
+    pub(super) anthropic: OnceLock<Box<super::anthropic::Blocks>>,
 }
 
 impl CachedMessage {
     pub fn new(message: ModelMessage) -> Self {
         CachedMessage {
-            message: OnceLock::from(message),
+            message: OnceLock::from(Box::new(message)),
             wire: WireForms::default(),
         }
     }
@@ -53,7 +55,8 @@ impl CachedMessage {
             self.wire
                 .openai
                 .get()
-                .and_then(|wire| super::openai::tool_message_from_wire(wire))
+                .and_then(|wire| super::openai::message_from_wire(wire))
+                .map(Box::new)
                 .expect("a message kept serialized only reads back from its form")
         })
     }
@@ -69,7 +72,8 @@ impl CachedMessage {
 
     pub fn into_message(self) -> ModelMessage {
         self.message();
-        self.message
+        *self
+            .message
             .into_inner()
             .expect("the message was read back just above")
     }
@@ -80,17 +84,20 @@ impl CachedMessage {
             + self.wire.anthropic.get().map_or(0, |b| b.bytes())
     }
 
-    /// Drops the structured message of a tool result whose Chat
-    /// Completions form is cached and reads back to exactly it, keeping
-    /// that form alone (one copy instead of two); says whether it did.
-    /// Anything else (other messages, a result not yet serialized, or only
-    /// in the Messages API's form) is left as it is.
+    /// Drops the structured message of a tool result or an assistant
+    /// message whose Chat Completions form is cached and reads back to
+    /// exactly it, keeping that form alone (one copy instead of two); says
+    /// whether it did. Anything else (user and system messages, thinking,
+    /// a message not yet serialized, or only in the Messages API's form)
+    /// is left as it is.
     pub fn keep_serialized_only(&mut self) -> bool {
         let (Some(message), Some(wire)) = (self.message.get(), self.wire.openai.get()) else {
             return false;
         };
-        if !matches!(message, ModelMessage::Tool { .. })
-            || super::openai::tool_message_from_wire(wire).as_ref() != Some(message)
+        if !matches!(
+            **message,
+            ModelMessage::Tool { .. } | ModelMessage::Assistant { .. }
+        ) || super::openai::message_from_wire(wire).as_ref() != Some(&**message)
         {
             return false;
         }
@@ -159,4 +166,16 @@ pub(super) fn join(head: &[u8], pieces: &[&[u8]], tail: &[u8]) -> Vec<u8> {
     }
     body.extend_from_slice(tail);
     body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_costs_the_list_56_bytes() {
+        // The list of a 5,000-message session is 5,000 of these, whether
+        // or not their messages are held (BENCHMARKS.md §2).
+        assert!(std::mem::size_of::<CachedMessage>() <= 56);
+    }
 }

@@ -243,20 +243,52 @@ impl<'a> From<&'a ModelMessage> for ChatMessage<'a> {
     }
 }
 
-/// A tool message read back from its serialized form (`None` for any
-/// other message, or a form this does not read).
-pub(super) fn tool_message_from_wire(wire: &[u8]) -> Option<ModelMessage> {
+/// A tool result or an assistant message read back from its serialized
+/// form (`None` for other messages, or a form this does not read). The
+/// form has no thinking: an assistant message with thinking reads back
+/// without it, so the caller compares before trusting it.
+pub(super) fn message_from_wire(wire: &[u8]) -> Option<ModelMessage> {
     #[derive(Deserialize)]
-    struct WireTool {
+    struct WireMessage {
         role: String,
-        tool_call_id: String,
-        content: String,
+        #[serde(default)]
+        tool_call_id: Option<String>,
+        #[serde(default)]
+        content: Option<String>,
+        #[serde(default)]
+        tool_calls: Vec<WireCall>,
     }
-    let tool: WireTool = serde_json::from_slice(wire).ok()?;
-    (tool.role == "tool").then_some(ModelMessage::Tool {
-        call_id: tool.tool_call_id,
-        content: tool.content,
-    })
+    #[derive(Deserialize)]
+    struct WireCall {
+        id: String,
+        function: WireFunction,
+    }
+    #[derive(Deserialize)]
+    struct WireFunction {
+        name: String,
+        arguments: String,
+    }
+    let message: WireMessage = serde_json::from_slice(wire).ok()?;
+    match message.role.as_str() {
+        "tool" => Some(ModelMessage::Tool {
+            call_id: message.tool_call_id?,
+            content: message.content?,
+        }),
+        "assistant" => Some(ModelMessage::Assistant {
+            text: message.content.unwrap_or_default(),
+            thinking: None,
+            tool_calls: message
+                .tool_calls
+                .into_iter()
+                .map(|call| ToolCallRequest {
+                    id: call.id,
+                    name: call.function.name,
+                    arguments: call.function.arguments,
+                })
+                .collect(),
+        }),
+        _ => None,
+    }
 }
 
 // ---- stream decoding ----

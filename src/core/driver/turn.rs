@@ -90,11 +90,12 @@ impl Turn<'_> {
         let mut end = end;
         end.cost_usd = self.price().map(|p| p.cost(&self.usage));
         // Off the model's path (nothing to send until the next prompt):
-        // old results keep one copy, and the turn's end then gives the
+        // old results and calls keep one copy, and the turn's end then gives the
         // freed memory back (the frontend trims on `turn_end`).
+        let started = Instant::now();
         let kept = self.projection.keep_old_results_serialized();
         if kept > 0 {
-            tracing::debug!(kept, "old tool results kept serialized only");
+            tracing::debug!(kept, took = ?started.elapsed(), "old messages kept serialized only");
         }
         self.record(Event::TurnEnd {
             turn_id: self.turn_id.clone(),

@@ -152,16 +152,6 @@ impl Session {
         // read back must be what was dropped.
         self.kept_serialized += self.live.keep_old_results_serialized();
     }
-
-    /// How many messages of the live history hold only their serialized
-    /// form.
-    fn serialized_only(&self) -> usize {
-        self.live
-            .messages
-            .iter()
-            .filter(|m| !m.holds_message())
-            .count()
-    }
 }
 
 #[test]
@@ -311,8 +301,15 @@ fn old_results_keep_one_copy_and_read_back_exactly() {
     // and at each turn's end the old results keep one copy.
     for i in 0..20 {
         let id = format!("c{i}");
+        // The Chat Completions form has no thinking: such a message keeps
+        // its structured form.
+        let thinking = (i == 3).then(|| Thinking {
+            text: "why".into(),
+            signature: None,
+        });
+        let text = if i % 2 == 0 { "" } else { "Reading \"it\"." };
         s.record([
-            assistant("", None, vec![call(&id, "{}")]),
+            assistant(text, thinking, vec![call(&id, r#"{"path":"a\"b"}"#)]),
             result(
                 &id,
                 ToolStatus::Completed,
@@ -328,8 +325,25 @@ fn old_results_keep_one_copy_and_read_back_exactly() {
         s.live.keep_old_results_serialized();
     }
     // The newest 8 results are still read by the shortening pass; the 12
-    // before them hold one copy, and nothing on the way read them back.
-    assert_eq!(s.serialized_only(), 12);
+    // before them and their calls (but the one with thinking) hold one
+    // copy, and nothing on the way read them back.
+    let only = |kind: fn(&crate::provider::ModelMessage) -> bool| {
+        s.live
+            .messages
+            .iter()
+            .filter(|m| {
+                !m.holds_message() && kind(&crate::provider::CachedMessage::clone(m).into_message())
+            })
+            .count()
+    };
+    assert_eq!(
+        only(|m| matches!(m, crate::provider::ModelMessage::Tool { .. })),
+        12
+    );
+    assert_eq!(
+        only(|m| matches!(m, crate::provider::ModelMessage::Assistant { .. })),
+        11
+    );
     // Read back exactly: the same bodies as from scratch and as a history
     // that never dropped anything, from the provider whose form is kept
     // and from the other (which reads the messages back to build its own).

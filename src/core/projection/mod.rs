@@ -11,7 +11,9 @@
 //! rebuilt from the log.
 //!
 //! Each message is kept beside its serialized forms ([`CachedMessage`]), so
-//! a request body is assembled from pieces serialized once; the repair
+//! a request body is assembled from pieces serialized once, and at a
+//! turn's end old results and calls keep only that form
+//! ([`Projection::keep_old_results_serialized`]); the repair
 //! pipeline checks only the messages added since its last clean pass
 //! ([`repair`]). Either cache is dropped for exactly what a change touches:
 //! a changed message loses its serialized forms, and any change before the
@@ -93,10 +95,11 @@ impl Projection {
         (self.chars / 4) as u64
     }
 
-    /// Keeps only the serialized form of the tool results that nothing
-    /// but the request body reads any more (before where the repair
-    /// pipeline's checks resume) and whose form is cached: the history's
-    /// text is then held once, not twice. Whatever reads such a message
+    /// Keeps only the serialized form of the tool results and assistant
+    /// messages that nothing but the request body reads any more (before
+    /// where the repair pipeline's checks resume) and whose Chat
+    /// Completions form is cached: the history's text is then held once,
+    /// not twice (sessions on the Messages API keep both for now). Whatever reads such a message
     /// again (a compaction, a provider switch, a repair that starts over)
     /// gets it read back from that form. Returns how many it dropped.
     pub fn keep_old_results_serialized(&mut self) -> usize {
