@@ -453,6 +453,9 @@ pub struct AttachedParams {
     pub session_id: String,
     /// The `tandem/update`s of the replay.
     pub replayed: usize,
+    /// The session's approval mode now (`tandem acp --attach` answers
+    /// `session/load` with it).
+    pub mode: String,
 }
 
 /// `tandem/respond` params (serve only): a client's answer to one of the

@@ -19,11 +19,11 @@
 
 mod client;
 mod client_fs;
-mod commands;
-mod elicitation;
-mod mapping;
-mod modes;
-mod session;
+pub(crate) mod commands;
+pub(crate) mod elicitation;
+pub(crate) mod mapping;
+pub(crate) mod modes;
+pub(crate) mod session;
 mod terminal;
 mod wire;
 

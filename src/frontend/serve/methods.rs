@@ -49,7 +49,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 11] = [
+pub const TANDEM_METHODS: [&str; 12] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -61,6 +61,7 @@ pub const TANDEM_METHODS: [&str; 11] = [
     "tandem/respond",
     "tandem/runTask",
     "tandem/taskSession",
+    "tandem/listTasks",
 ];
 
 pub(super) type RpcResult<T> = Result<T, ErrorObjectOwned>;
@@ -519,8 +520,8 @@ async fn attach_session(
     let loaded = tokio::task::spawn_blocking(move || daemon.load_session(&id))
         .await
         .unwrap_or_else(|e| Err(DaemonError::Storage(format!("loading panicked: {e}"))));
-    let events = match loaded {
-        Ok((_, events)) => events,
+    let (mode, events) = match loaded {
+        Ok((session, events)) => (session.mode().as_str().to_string(), events),
         Err(e) => {
             ctx.hub.unsubscribe(&session_id, sub.id);
             pending.reject(daemon_error(e)).await;
@@ -550,7 +551,7 @@ async fn attach_session(
         }
         sub.mark_processed(last);
         let attached = json!({"jsonrpc": "2.0", "method": "tandem/attached",
-            "params": AttachedParams { session_id: session_id.clone(), replayed }});
+            "params": AttachedParams { session_id: session_id.clone(), replayed, mode }});
         sink.send(message(&attached).ok_or("serialize")?)
             .await
             .map_err(|_| "closed")?;

@@ -18,6 +18,7 @@
 //! Invariant: the serve binds 127.0.0.1 only, and nothing reaches a method
 //! without the token.
 
+pub mod acp_dialect;
 pub mod acp_shim;
 pub mod auth;
 pub mod backlog;

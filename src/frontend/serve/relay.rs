@@ -38,9 +38,10 @@ pub trait Dialect: Send + 'static {
     /// The bodies the editor gets for one message of a session (`raw`: the
     /// whole JSON-RPC message, as the serve sent it).
     fn session_message(&self, raw: &str) -> Vec<Vec<u8>>;
-    /// The result of a load request once its replay is out (`attached`:
-    /// the params of `tandem/attached`).
-    fn loaded(&self, attached: &Value) -> Value;
+    /// What the editor gets once the replay of its load request `id` is
+    /// out (`attached`: the params of `tandem/attached`): the answer, and
+    /// whatever follows it.
+    fn loaded(&self, id: Value, attached: &Value) -> Vec<Value>;
 }
 
 /// What an id of ours is waiting for.
@@ -427,10 +428,11 @@ impl<D: Dialect> Link<D> {
             }
             let load = self.state().loads.remove(&session.subscription);
             return match (load, session.attached) {
-                (Some(load), Some(params)) => self.write_json(
-                    out,
-                    &json!({"jsonrpc": "2.0", "id": load, "result": self.dialect.loaded(&params)}),
-                ),
+                (Some(load), Some(params)) => self
+                    .dialect
+                    .loaded(load, &params)
+                    .iter()
+                    .all(|message| self.write_json(out, message)),
                 _ => true,
             };
         }

@@ -1,12 +1,11 @@
 // session/list, session/resume and session/load of sessions written by an
 // earlier daemon run.
 import assert from "node:assert/strict";
-import { test } from "node:test";
 
 import { ModelServer, text, transcript } from "../lib/model_server.mjs";
-import { checkUpdates, connect, schema, tempDir } from "../lib/harness.mjs";
+import { acpTest, checkUpdates, schema, tempDir } from "../lib/harness.mjs";
 
-test("an earlier run's sessions are listed by cwd in pages, resumed without replay and loaded with it", async () => {
+acpTest("an earlier run's sessions are listed by cwd in pages, resumed without replay and loaded with it", async ({ connect }) => {
   const home = tempDir("tandem-home-");
   const project = tempDir();
   const other = tempDir();
