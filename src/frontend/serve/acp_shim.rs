@@ -166,6 +166,9 @@ impl Shim {
                 let tandem = json!({
                     "requestPermission": true,
                     "requestUserInput": caps["elicitation"]["form"].is_object(),
+                    "readTextFile": caps["fs"]["readTextFile"] == true,
+                    "writeTextFile": caps["fs"]["writeTextFile"] == true,
+                    "terminal": caps["terminal"] == true,
                 });
                 self.relay
                     .call(

@@ -25,6 +25,7 @@ use super::backlog::{Backlog, BacklogReceiver, SessionBudgets};
 use super::clients::Clients;
 use super::owners::TurnOwners;
 use super::progress::{SubscriberProgress, ID_PREFIX as PROGRESS_ID_PREFIX};
+use super::session_client::{is_owner_facility, offers, SessionClient};
 use super::window_bridge::{WindowBridges, ID_PREFIX as WINDOW_ID_PREFIX};
 use crate::core::log::{EventSink, LoggedEvent};
 use crate::core::output_budget::OutputBudget;
@@ -151,6 +152,9 @@ impl Subscriber {
 /// what is still unanswered.
 struct SessionBridge {
     outgoing: Arc<Outgoing>,
+    /// The bridge the core holds: `outgoing`, and the owner's files and
+    /// terminal.
+    client: Arc<SessionClient>,
     /// Unanswered requests by id, with the connections they went to.
     pending: BTreeMap<String, Arc<Value>>,
     /// Whether a client able to answer permission requests (questions)
@@ -201,11 +205,13 @@ impl Hub {
         // an answer names only its id, and two sessions' first requests
         // must not both be `tandem-1`.
         let n = self.next_bridge.fetch_add(1, Ordering::Relaxed);
-        let outgoing = Outgoing::with_id_prefix(queue, format!("tandem-{n}-"));
+        let outgoing = Outgoing::with_id_prefix(queue.clone(), format!("tandem-{n}-"));
+        let client = SessionClient::new(outgoing.clone(), queue);
         self.state().bridges.insert(
             session_id.to_string(),
             SessionBridge {
                 outgoing: outgoing.clone(),
+                client: client.clone(),
                 pending: BTreeMap::new(),
                 sticky: ClientAbilities::default(),
             },
@@ -222,7 +228,7 @@ impl Hub {
                 }
             }
         });
-        outgoing
+        client
     }
 
     /// A bridge to window `conn` alone, through its subscription to the
@@ -258,6 +264,14 @@ impl Hub {
             return;
         }
         let Some(id) = message.get("id").and_then(Value::as_str) else {
+            // The session's own notification (the owner's terminal shown
+            // in its tool call): to the owner alone.
+            let owner = self.owners.get(session_id);
+            for sub in state.subs.get(session_id).into_iter().flatten() {
+                if Some(sub.conn) == owner && method == Some("tandem/update") {
+                    sub.deliver(Item::Message(message.clone()));
+                }
+            }
             return;
         };
         if let Some(bridge) = state.bridges.get_mut(session_id) {
@@ -278,6 +292,9 @@ impl Hub {
         let abilities = self.clients.abilities(conn);
         match request.get("method").and_then(Value::as_str) {
             Some("workspace/applyEdit") => owner == Some(conn) && abilities.apply_edit,
+            Some(m) if is_owner_facility(m) => {
+                owner == Some(conn) && offers(self.clients.facilities(conn), m)
+            }
             Some("tandem/requestUserInput") => abilities.request_user_input,
             _ => abilities.request_permission,
         }
@@ -295,6 +312,10 @@ impl Hub {
             .map(|s| s.conn)
             .collect();
         let mut abilities = ClientAbilities::default();
+        let facilities = owner
+            .filter(|o| attached.contains(o))
+            .map(|o| self.clients.facilities(o))
+            .unwrap_or_default();
         for conn in &attached {
             let a = self.clients.abilities(*conn);
             abilities.request_permission |= a.request_permission;
@@ -311,6 +332,25 @@ impl Hub {
             abilities.request_permission = bridge.sticky.request_permission;
             abilities.request_user_input = bridge.sticky.request_user_input;
             bridge.outgoing.set_abilities(abilities);
+            bridge.client.set_facilities(facilities);
+            // A request for the owner's files or terminal that no attached
+            // owner can answer any more fails (its tool reports it).
+            let orphaned: Vec<String> = bridge
+                .pending
+                .iter()
+                .filter(|(_, r)| {
+                    let method = r["method"].as_str().unwrap_or_default();
+                    is_owner_facility(method) && !offers(facilities, method)
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in orphaned {
+                bridge.pending.remove(&id);
+                bridge
+                    .outgoing
+                    .complete(&json!({"jsonrpc": "2.0", "id": id, "error":
+                    {"code": -32603, "message": "the editor that owns the turn went away"}}));
+            }
         }
     }
 

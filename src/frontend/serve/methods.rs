@@ -37,7 +37,7 @@ use crate::protocol::{
     RUN_TASK_COMMAND,
 };
 use crate::vocab::approval::ApprovalMode;
-use crate::vocab::bridge::ClientAbilities;
+use crate::vocab::bridge::{ClientAbilities, ClientFacilities};
 
 /// What every handler reaches.
 pub struct Ctx {
@@ -119,6 +119,18 @@ async fn initialize(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> 
         .as_ref()
         .and_then(|w| w.work_done_progress)
         .unwrap_or(false);
+    // An ACP client's own files and terminal (`tandem acp --attach`).
+    let tandem = params
+        .capabilities
+        .experimental
+        .as_ref()
+        .map(|e| e["tandem"].clone())
+        .unwrap_or_default();
+    let facilities = ClientFacilities {
+        read_text_file: tandem["readTextFile"] == true,
+        write_text_file: tandem["writeTextFile"] == true,
+        terminal: tandem["terminal"] == true,
+    };
     ctx.hub.clients.initialize(
         conn,
         abilities,
@@ -127,6 +139,7 @@ async fn initialize(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> 
         encoding,
         work_done_progress,
     );
+    ctx.hub.clients.set_facilities(conn, facilities);
     Ok(json!({
         "serverInfo": {"name": "tandem", "version": env!("CARGO_PKG_VERSION")},
         "capabilities": {

@@ -7,10 +7,6 @@ import path from "node:path";
 import { ModelServer, text, toolCalls, transcript } from "../lib/model_server.mjs";
 import { acpTest, checkUpdates, tempDir } from "../lib/harness.mjs";
 
-// Not yet through `tandem acp --attach`: the serve does not send fs/*
-// requests to the connection that owns the turn (see protocol.md).
-const FS_GAP = "not yet through the serve: fs/read_text_file and fs/write_text_file";
-
 const PATCH = "*** Begin Patch\n*** Update File: notes.txt\n@@\n-unsaved line\n+patched line\n*** End Patch";
 
 /** A client with one open, modified buffer for `file`. */
@@ -76,7 +72,7 @@ acpTest("read_file sees the client's unsaved buffer and an accepted patch lands 
     await c.close();
     await server.close();
   }
-}, { attach: FS_GAP });
+});
 
 acpTest("a failing fs/read_text_file is a tool error the model reads, not a hung turn", async ({ connect }) => {
   const root = tempDir();
@@ -102,7 +98,7 @@ acpTest("a failing fs/read_text_file is a tool error the model reads, not a hung
     await c.close();
     await server.close();
   }
-}, { attach: FS_GAP });
+});
 
 acpTest("in review mode the patch is confirmed with session/request_permission, then written through the client", async ({ connect }) => {
   const root = tempDir();
@@ -136,7 +132,7 @@ acpTest("in review mode the patch is confirmed with session/request_permission, 
     await c.close();
     await server.close();
   }
-}, { attach: FS_GAP });
+});
 
 acpTest("a failing fs/write_text_file is a tool error that says nothing changed", async ({ connect }) => {
   const root = tempDir();
@@ -166,4 +162,4 @@ acpTest("a failing fs/write_text_file is a tool error that says nothing changed"
     await c.close();
     await server.close();
   }
-}, { attach: FS_GAP });
+});

@@ -11,11 +11,6 @@ import path from "node:path";
 import { ModelServer, text, toolCalls, transcript } from "../lib/model_server.mjs";
 import { acpTest, checkUpdates, tempDir, until } from "../lib/harness.mjs";
 
-// Not yet through `tandem acp --attach`: the serve does not send
-// terminal/* requests to the connection that owns the turn (see
-// protocol.md).
-const TERMINAL_GAP = "not yet through the serve: the client's terminal (terminal/*)";
-
 function killGroup(term) {
   try {
     process.kill(-term.child.pid, "SIGKILL");
@@ -118,7 +113,7 @@ acpTest("a command runs in the client's terminal, shown in the tool call, its ou
     await c.close();
     await server.close();
   }
-}, { attach: TERMINAL_GAP });
+});
 
 acpTest("session/cancel kills the command in the client's terminal and releases it", async ({ connect }) => {
   const server = await ModelServer.start();
@@ -137,7 +132,7 @@ acpTest("session/cancel kills the command in the client's terminal and releases 
     await c.close();
     await server.close();
   }
-}, { attach: TERMINAL_GAP });
+});
 
 acpTest("the timeout still holds in the client's terminal", async ({ connect }) => {
   const server = await ModelServer.start();
@@ -153,7 +148,7 @@ acpTest("the timeout still holds in the client's terminal", async ({ connect }) 
     await c.close();
     await server.close();
   }
-}, { attach: TERMINAL_GAP });
+});
 
 acpTest("with the sandbox on, a command runs confined in the daemon, not in the client's terminal", async ({ connect }) => {
   const server = await ModelServer.start();

@@ -189,3 +189,67 @@ async fn a_turn_outlives_a_killed_acp_shim_and_a_new_one_loads_its_replay_then_t
     );
     assert_eq!(server.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn a_read_waiting_on_a_killed_acp_shim_fails_and_the_turn_goes_on() {
+    let server = ModelServer::start().await;
+    server.push(openai::tool_calls(&[(
+        "c1",
+        "read_file",
+        r#"{"path":"notes.txt"}"#,
+    )]));
+    server.push(openai::text(["Could not read it."]));
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("notes.txt"), "saved\n").unwrap();
+    let mut client = AcpClient::spawn(&["acp", "--attach"], &server).await;
+    let home = client.shared_home();
+    let _stop = StopOnDrop(home.path().to_path_buf());
+    client
+        .request(
+            "initialize",
+            json!({"protocolVersion": 1,
+                   "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}}}),
+            "",
+        )
+        .await;
+    let (new, _) = client
+        .request(
+            "session/new",
+            json!({"cwd": root.path(), "mcpServers": []}),
+            "",
+        )
+        .await;
+    let session = new["result"]["sessionId"].as_str().unwrap().to_string();
+    client
+        .start_request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "read it"}]}),
+        )
+        .await;
+    // The read goes to this client, the turn's owner; it never answers.
+    let seen = client
+        .read_until(|m| m["method"] == "fs/read_text_file")
+        .await;
+    let read = seen.last().unwrap();
+    assert_eq!(read["params"]["sessionId"], session.as_str());
+    assert_eq!(
+        read["params"]["path"],
+        root.path().join("notes.txt").to_str().unwrap()
+    );
+    client.kill().await;
+
+    // The serve fails the read (the tool says so) and the turn ends.
+    let requests = server.wait_for_requests(2).await;
+    let transcript = requests[1].body.to_string();
+    assert!(
+        transcript.contains("the editor could not read `notes.txt`"),
+        "{transcript}"
+    );
+    let logged_end = || {
+        log_lines(home.path(), &session)
+            .into_iter()
+            .find(|e| e["type"] == "turn_end")
+    };
+    poll_until("the turn_end in the log", || logged_end().is_some()).await;
+    assert_eq!(logged_end().unwrap()["stop_reason"], "end_turn");
+}

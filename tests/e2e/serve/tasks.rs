@@ -51,8 +51,10 @@ async fn window(home: &Arc<tempfile::TempDir>, root: &Path, model: &ModelServer)
 }
 
 struct Setup {
-    home: Arc<tempfile::TempDir>,
+    // Before `home`: fields drop in order, and the serve must be stopped
+    // while its home (serve.json) still exists.
     _stop: StopOnDrop,
+    home: Arc<tempfile::TempDir>,
     _dir: tempfile::TempDir,
     root: PathBuf,
     path: PathBuf,
