@@ -301,6 +301,17 @@ struct Link<D> {
     gone: CancellationToken,
 }
 
+/// The link's own handle on stdout (a duplicate of fd 1), unbuffered: a
+/// frame is one `write(2)`. Rust's `Stdout` is line-buffered, which wrote
+/// an LSP frame as two (the header up to its blank line, then the body at
+/// the flush), waking the editor for half a frame.
+fn editor_out() -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsFd;
+    Ok(std::fs::File::from(
+        std::io::stdout().as_fd().try_clone_to_owned()?,
+    ))
+}
+
 /// A received message and the receiver, so a pending receive is never
 /// dropped half-way (the receiver is not cancel-safe).
 async fn receive_owned(mut rx: WsReceiver) -> (WsReceiver, Option<String>) {
@@ -338,9 +349,14 @@ impl<D: Dialect> Link<D> {
                     return;
                 }
             };
+            let mut out = match editor_out() {
+                Ok(out) => out,
+                Err(e) => {
+                    let _ = ready.send(Err(format!("cannot open stdout: {e}")));
+                    return;
+                }
+            };
             let _ = ready.send(Ok(()));
-            let stdout = std::io::stdout();
-            let mut out = stdout.lock();
             let mut receiving = Box::pin(receive_owned(ws_rx));
             loop {
                 tokio::select! {

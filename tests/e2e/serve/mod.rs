@@ -11,6 +11,7 @@ mod progress;
 mod requests;
 mod security;
 mod shim;
+mod shim_stdout;
 mod slow_window;
 mod tasks;
 
