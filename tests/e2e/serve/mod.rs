@@ -281,9 +281,11 @@ impl Ws {
     }
 
     pub async fn new_session(&mut self, config: Value) -> String {
+        let mode = config["approval"]["mode"].as_str().unwrap_or("review");
         let response = self
             .request("tandem/newSession", json!({"config": config}))
             .await;
+        assert_eq!(response["result"]["mode"], mode, "{response}");
         response["result"]["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("newSession failed: {response}"))
