@@ -449,6 +449,7 @@ impl Backend {
                 .map_err(daemon_error)?;
             Ok(NewSessionResult {
                 session_id: session.id.clone(),
+                mode: session.mode().as_str().to_string(),
             })
         })
         .await
@@ -584,6 +585,7 @@ impl Backend {
             Ok(LoadSessionResult {
                 session_id: session.id.clone(),
                 replayed,
+                mode: session.mode().as_str().to_string(),
             })
         })
         .await

@@ -287,6 +287,7 @@ async fn new_session(
     ctx.hub.claim_if_unowned(&session.id, conn);
     Ok(NewSessionResult {
         session_id: session.id.clone(),
+        mode: session.mode().as_str().to_string(),
     })
 }
 
@@ -459,6 +460,7 @@ fn register_tandem(
         RpcResult::Ok(LoadSessionResult {
             session_id: session.id.clone(),
             replayed,
+            mode: session.mode().as_str().to_string(),
         })
     })?;
     module.register_method("tandem/respond", |params, ctx, ext| {
