@@ -275,11 +275,12 @@ async fn an_inline_edit_task_reads_the_asking_windows_unsaved_text_and_proposes_
         !a.updates_of(&session).iter().any(|u| u["turnId"] == "t1"),
         "A got a replay of B's task"
     );
-    let begin = a
-        .received
-        .iter()
-        .find(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "begin")
-        .expect("A got progress for its task");
+    // Progress begins once A has answered its create request, which may
+    // come after the updates above: read on until it has.
+    let begin = seen_or_next(&mut a, |m| {
+        m["method"] == "$/progress" && m["params"]["value"]["kind"] == "begin"
+    })
+    .await;
     assert_eq!(begin["params"]["value"]["title"], "Edit selection…");
     // B follows the session, yet the edit went to A alone.
     b.wait_update(&session, |u| {
