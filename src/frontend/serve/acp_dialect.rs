@@ -217,3 +217,66 @@ pub fn prompt_answer(answer: Value) -> Value {
     }
     json!({"jsonrpc": "2.0", "result": reply})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_question_goes_out_as_a_form_and_its_answers_come_back_in_the_serves_terms() {
+        let state = AcpState::default();
+        let acp = Acp(state.clone());
+        let asked = acp.to_acp(json!({"jsonrpc": "2.0", "id": "tandem-1-2",
+            "method": "tandem/requestUserInput", "params": {"sessionId": "s",
+            "toolCallId": "q1", "questions": [{"id": "db", "question": "Which?"}]}}));
+        assert_eq!(asked[0]["method"], "elicitation/create");
+        assert_eq!(
+            asked[0]["params"]["requestedSchema"]["required"],
+            json!(["db"])
+        );
+
+        let accepted = state.answer_for_serve(json!({"jsonrpc": "2.0", "id": "tandem-1-2",
+            "result": {"action": "accept", "content": {"db": "pg"}}}));
+        assert_eq!(accepted["result"], json!({"answers": {"db": "pg"}}));
+        // Answered once: a later answer with that id passes as it is.
+        let again = json!({"jsonrpc": "2.0", "id": "tandem-1-2", "result": {"action": "cancel"}});
+        assert_eq!(state.answer_for_serve(again.clone()), again);
+
+        acp.to_acp(json!({"jsonrpc": "2.0", "id": "tandem-1-3",
+            "method": "tandem/requestUserInput", "params": {"questions": []}}));
+        let cancelled = state.answer_for_serve(json!({"jsonrpc": "2.0", "id": "tandem-1-3",
+            "result": {"action": "cancel"}}));
+        assert_eq!(cancelled["result"], json!({"outcome": "cancelled"}));
+    }
+
+    #[test]
+    fn withdrawals_use_acps_spelling_and_lsp_only_requests_are_dropped() {
+        let acp = Acp(AcpState::default());
+        let withdrawn = acp.to_acp(json!({"jsonrpc": "2.0", "method": "$/cancelRequest",
+            "params": {"id": "tandem-1-4"}}));
+        assert_eq!(
+            withdrawn,
+            vec![json!({"jsonrpc": "2.0", "method": "$/cancel_request",
+                        "params": {"requestId": "tandem-1-4"}})]
+        );
+        assert!(acp
+            .to_acp(json!({"jsonrpc": "2.0", "id": "tandem-1-5",
+                "method": "workspace/applyEdit", "params": {}}))
+            .is_empty());
+    }
+
+    #[test]
+    fn a_prompt_answer_carries_acps_stop_reason_with_tandems_in_meta() {
+        let answer = prompt_answer(json!({"jsonrpc": "2.0", "id": "x",
+            "result": {"stopReason": "loop_detected", "turnId": "t1"}}));
+        assert_eq!(
+            answer["result"],
+            json!({"stopReason": "max_turn_requests",
+                   "_meta": {"tandem": {"stopReason": "loop_detected"}}})
+        );
+        let failed = prompt_answer(json!({"jsonrpc": "2.0", "id": "x",
+            "result": {"stopReason": "error", "message": "bad key"}}));
+        assert_eq!(failed["error"]["code"], -32603);
+        assert_eq!(failed["error"]["message"], "bad key");
+    }
+}
