@@ -261,13 +261,28 @@ async fn autodetect() -> ExitCode {
     serve_lsp(std::io::Cursor::new(prefix).chain(stdin)).await
 }
 
+/// The runtime a command runs on. `tandem serve` runs on one thread: a
+/// streamed chunk goes from the model's socket through the log and the hub
+/// into the window's WebSocket with no second worker woken on the way (a
+/// cross-thread wake-up costs 15–30 µs on a busy 2-core machine; see
+/// BENCHMARKS.md §9). What blocks (tools, loading a log) runs on the
+/// blocking pool, as everywhere; sessions interleave on the one thread.
+fn runtime_for(command: &Option<Command>) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = match command {
+        Some(Command::Serve {
+            stop: false,
+            status: false,
+            ..
+        }) => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    builder.enable_all().build()
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime_for(&cli.command) {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("tandem: cannot start the runtime: {e}");

@@ -76,6 +76,9 @@ pub struct NewSessionParams {
 #[serde(rename_all = "camelCase")]
 pub struct NewSessionResult {
     pub session_id: String,
+    /// The approval mode the session starts in (`read-only`, `review` or
+    /// `auto`), so an editor can show it before any `current_mode_update`.
+    pub mode: String,
 }
 
 /// `tandem/prompt` params.
@@ -164,6 +167,8 @@ pub struct LoadSessionResult {
     pub session_id: String,
     /// How many `tandem/update` notifications the replay sent.
     pub replayed: usize,
+    /// The approval mode in force after the replay.
+    pub mode: String,
 }
 
 /// `tandem/setMode` params and result.
@@ -453,6 +458,9 @@ pub struct AttachedParams {
     pub session_id: String,
     /// The `tandem/update`s of the replay.
     pub replayed: usize,
+    /// The session's approval mode now (`tandem acp --attach` answers
+    /// `session/load` with it).
+    pub mode: String,
 }
 
 /// `tandem/respond` params (serve only): a client's answer to one of the

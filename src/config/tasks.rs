@@ -413,6 +413,13 @@ fn check_template(template: &str) -> Result<(), String> {
     parse_template(template).map(|_| ())
 }
 
+/// Whether a task's prompt template has an `{instruction}` placeholder.
+pub fn takes_instruction(template: &str) -> bool {
+    parse_template(template)
+        .map(|parts| parts.contains(&TemplatePart::Placeholder("instruction")))
+        .unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

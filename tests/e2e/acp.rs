@@ -15,12 +15,21 @@ pub(crate) struct AcpClient {
     stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
     next_id: i64,
-    _home: tempfile::TempDir,
+    _home: std::sync::Arc<tempfile::TempDir>,
 }
 
 impl AcpClient {
     pub(crate) async fn spawn(args: &[&str], server: &ModelServer) -> AcpClient {
-        let home = tempfile::tempdir().unwrap();
+        let home = std::sync::Arc::new(tempfile::tempdir().unwrap());
+        AcpClient::spawn_in(args, server, home).await
+    }
+
+    /// With `home` as its `$TANDEM_HOME` (shared with other clients).
+    pub(crate) async fn spawn_in(
+        args: &[&str],
+        server: &ModelServer,
+        home: std::sync::Arc<tempfile::TempDir>,
+    ) -> AcpClient {
         let mut child = tokio::process::Command::new(tandem_bin())
             .args(args)
             .env("TANDEM_HOME", home.path())
@@ -48,6 +57,38 @@ impl AcpClient {
     /// Its `$TANDEM_HOME`.
     pub(crate) fn home(&self) -> &std::path::Path {
         self._home.path()
+    }
+
+    /// Its `$TANDEM_HOME`, to share.
+    pub(crate) fn shared_home(&self) -> std::sync::Arc<tempfile::TempDir> {
+        self._home.clone()
+    }
+
+    /// Kills the process (a window reload) and waits for it to be gone.
+    pub(crate) async fn kill(&mut self) {
+        self._child.kill().await.unwrap();
+    }
+
+    /// Sends a request without waiting for its answer; returns its id.
+    pub(crate) async fn start_request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        id
+    }
+
+    /// Reads messages until `done` holds for one; returns them all.
+    pub(crate) async fn read_until(&mut self, mut done: impl FnMut(&Value) -> bool) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let message = self.next().await;
+            let stop = done(&message);
+            seen.push(message);
+            if stop {
+                return seen;
+            }
+        }
     }
 
     async fn send(&mut self, message: Value) {

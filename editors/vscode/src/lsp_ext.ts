@@ -28,7 +28,7 @@ export type StopReason =
 // ---- editor -> daemon ------------------------------------------------------
 
 export interface NewSessionParams { workspaceFolder?: string; title?: string; config?: Record<string, unknown> }
-export interface NewSessionResult { sessionId: string }
+export interface NewSessionResult { sessionId: string; mode: ApprovalMode }
 export const newSession = new RequestType<NewSessionParams, NewSessionResult, void>('tandem/newSession');
 
 export interface PromptParams { sessionId: string; prompt: ContentBlock[] }
@@ -57,7 +57,7 @@ export interface SessionSummary {
 export const listSessions = new RequestType<{ workspaceFolder?: string }, { sessions: SessionSummary[] }, void>(
   'tandem/listSessions',
 );
-export const loadSession = new RequestType<{ sessionId: string }, { sessionId: string; replayed: number }, void>(
+export const loadSession = new RequestType<{ sessionId: string }, { sessionId: string; replayed: number; mode: ApprovalMode }, void>(
   'tandem/loadSession',
 );
 

@@ -57,8 +57,8 @@ export class ChatSession implements UpdateSink {
   }
 
   /** Shows `sessionId` in the chat, with what arrived for it meanwhile. */
-  switchTo(sessionId: string, replay = true): void {
-    this.fold({ local: 'session', sessionId });
+  switchTo(sessionId: string, replay = true, mode?: ext.ApprovalMode): void {
+    this.fold({ local: 'session', sessionId, mode });
     void this.state.update(SESSION_KEY, sessionId);
     if (replay) for (const p of this.backlog.get(sessionId) ?? []) apply(this.transcript, p);
     this.backlog.delete(sessionId);
@@ -85,14 +85,15 @@ export class ChatSession implements UpdateSink {
     this.backlog.delete(sessionId);
     // Replayed updates arrive before the answer and are folded as they come.
     this.switchTo(sessionId, false);
-    await client.sendRequest(ext.loadSession, { sessionId });
+    const { mode } = await client.sendRequest(ext.loadSession, { sessionId });
+    if (this.transcript.sessionId === sessionId) this.fold({ local: 'session', sessionId, mode });
   }
 
   async newSession(title?: string): Promise<string | undefined> {
     const client = await this.ctx.ensureClient();
     if (!client) return undefined;
-    const { sessionId } = await client.sendRequest(ext.newSession, title ? { title } : {});
-    this.switchTo(sessionId);
+    const { sessionId, mode } = await client.sendRequest(ext.newSession, title ? { title } : {});
+    this.switchTo(sessionId, true, mode);
     return sessionId;
   }
 

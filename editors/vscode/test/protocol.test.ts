@@ -187,6 +187,10 @@ test('typing while a turn runs steers it: the model reads the steer in the same 
 
 test('the mode picker sets the session mode and the chat shows it', async () => {
   const d = await start();
+  await d.chat.newSession();
+  // The answer carries the mode: the picker is set before any update.
+  const startMode: string | undefined = d.chat.transcript.mode;
+  assert.equal(startMode, 'review');
   await d.chat.setMode('auto');
   const deadline = Date.now() + 20_000;
   while (d.chat.transcript.mode !== 'auto') {
@@ -202,6 +206,7 @@ test('a session reopened in a new daemon replays its history into the chat', asy
   server.push(text('remembered answer'));
   await d1.chat.send('remember me', []);
   const sessionId = d1.chat.sessionId!;
+  await d1.chat.setMode('read-only');
   await d1.stop();
 
   const d2 = await start(ws);
@@ -213,6 +218,7 @@ test('a session reopened in a new daemon replays its history into the chat', asy
   assert.deepEqual(items(d2, 'user').map((u) => u.text), ['remember me']);
   assert.equal(items(d2, 'agent')[0]?.text, 'remembered answer');
   assert.equal(items(d2, 'turn_end')[0]?.stopReason, 'end_turn');
+  assert.equal(d2.chat.transcript.mode, 'read-only', 'the logged mode, not the default');
   await d2.stop();
 });
 

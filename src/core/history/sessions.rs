@@ -4,15 +4,15 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::shorten;
 use crate::core::log::{read_log_contents, LogError};
 use crate::core::projection::render_user_content;
 use crate::vocab::event::Event;
 
-/// One line of `tandem/listSessions`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One line of `tandem/listSessions` (read back by `tandem acp --attach`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionSummary {
     pub session_id: String,

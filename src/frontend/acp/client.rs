@@ -145,6 +145,13 @@ impl ClientBridge for AcpClient {
         if !self.capabilities().terminal {
             return BridgeOutcome::Unavailable("the client has no terminal".to_string());
         }
-        terminal::run(self.outgoing.clone(), self.out.clone(), command, cancel).await
+        terminal::run(
+            self.outgoing.clone(),
+            self.out.clone(),
+            "session/update",
+            command,
+            cancel,
+        )
+        .await
     }
 }

@@ -7,7 +7,7 @@ use crate::frontend::lsp::outgoing::Outgoing;
 use crate::vocab::bridge::{BridgeOutcome, ClientFile};
 
 /// The whole text of `file` as the client has it (its buffer when open).
-pub(super) async fn read(
+pub(crate) async fn read(
     outgoing: &Outgoing,
     file: ClientFile,
     cancel: &CancellationToken,
@@ -26,7 +26,7 @@ pub(super) async fn read(
 }
 
 /// Replaces the text of `file` in the client.
-pub(super) async fn write(
+pub(crate) async fn write(
     outgoing: &Outgoing,
     file: ClientFile,
     text: String,

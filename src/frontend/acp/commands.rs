@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::buffers::{Position, Range};
-use crate::config::tasks::{parse_template, TemplatePart};
+use crate::config::tasks::takes_instruction;
 use crate::core::daemon::{file_uri_to_path, Daemon};
 use crate::core::tasks::run::{start_task, Started, TaskError, TaskRequest, TaskResult};
 use crate::protocol::ContentBlock;
@@ -28,24 +28,23 @@ pub(super) fn available_commands(daemon: &Daemon, cwd: &Path) -> Value {
     let commands: Vec<Value> = catalog
         .tasks()
         .iter()
-        .map(|task| {
-            let mut command = json!({"name": task.id, "description": task.title});
-            let takes_instruction = parse_template(&task.prompt)
-                .map(|parts| parts.contains(&TemplatePart::Placeholder("instruction")))
-                .unwrap_or(false);
-            command["input"] = json!({"hint": if takes_instruction {
-                "what to do (attach the file or selection)"
-            } else {
-                "attach the file or selection; optional note"
-            }});
-            command
-        })
+        .map(|task| command_of(&task.id, &task.title, takes_instruction(&task.prompt)))
         .collect();
     json!(commands)
 }
 
+/// One `AvailableCommand`: a task, and whether its prompt takes an
+/// instruction.
+pub(crate) fn command_of(id: &str, title: &str, takes_instruction: bool) -> Value {
+    json!({"name": id, "description": title, "input": {"hint": if takes_instruction {
+        "what to do (attach the file or selection)"
+    } else {
+        "attach the file or selection; optional note"
+    }}})
+}
+
 /// A prompt that starts with `/<name>`: the name and the rest of its text.
-pub(super) fn slash_command(prompt: &[ContentBlock]) -> Option<(String, String)> {
+pub(crate) fn slash_command(prompt: &[ContentBlock]) -> Option<(String, String)> {
     let ContentBlock::Text { text, .. } = prompt.first()? else {
         return None;
     };
@@ -72,24 +71,7 @@ pub(super) async fn run(
     instruction: String,
     prompt: &[ContentBlock],
 ) -> Result<TaskResult, TaskError> {
-    let Carried { path, text, lines } = context(prompt).ok_or_else(|| {
-        TaskError::BadRequest(format!(
-            "`/{name}` works on a file: attach one to the prompt (a resource or a resource link)"
-        ))
-    })?;
-    let range = match lines {
-        Some((first, last)) => line_range(first, last),
-        None => {
-            let text = match text {
-                Some(text) => text,
-                None => std::fs::read_to_string(&path).map_err(|e| {
-                    TaskError::BadRequest(format!("cannot read `{}`: {e}", path.display()))
-                })?,
-            };
-            let count = text.split('\n').count() as u32;
-            line_range(1, count)
-        }
-    };
+    let (path, range) = target(&name, prompt).map_err(TaskError::BadRequest)?;
     let request = TaskRequest {
         task: name,
         path,
@@ -103,6 +85,29 @@ pub(super) async fn run(
         Started::Running(running) => running.finish().await,
         Started::Ended(result) => Ok(result),
     }
+}
+
+/// The file task `name` works on (the one the prompt carries) and its
+/// lines: those the URI's fragment names, else the whole file.
+pub(crate) fn target(name: &str, prompt: &[ContentBlock]) -> Result<(PathBuf, Range), String> {
+    let Carried { path, text, lines } = context(prompt).ok_or_else(|| {
+        format!(
+            "`/{name}` works on a file: attach one to the prompt (a resource or a resource link)"
+        )
+    })?;
+    let range = match lines {
+        Some((first, last)) => line_range(first, last),
+        None => {
+            let text = match text {
+                Some(text) => text,
+                None => std::fs::read_to_string(&path)
+                    .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?,
+            };
+            let count = text.split('\n').count() as u32;
+            line_range(1, count)
+        }
+    };
+    Ok((path, range))
 }
 
 /// 1-based inclusive lines as a range to the end of the last one.

@@ -54,31 +54,45 @@ pub(super) async fn ask(
     request: UserInputRequest,
     cancel: &CancellationToken,
 ) -> BridgeOutcome<Value> {
-    let count = request.questions.as_array().map_or(0, Vec::len);
-    let params = json!({
+    let params = create_params(
+        &request.session_id,
+        &request.tool_call_id,
+        &request.questions,
+    );
+    match outgoing.request("elicitation/create", params, cancel).await {
+        BridgeOutcome::Answered(result) => outcome(&result),
+        other => other,
+    }
+}
+
+/// The `elicitation/create` params for the model's questions.
+pub(crate) fn create_params(session_id: &str, tool_call_id: &str, questions: &Value) -> Value {
+    let count = questions.as_array().map_or(0, Vec::len);
+    json!({
         "mode": "form",
-        "sessionId": request.session_id,
-        "toolCallId": request.tool_call_id,
+        "sessionId": session_id,
+        "toolCallId": tool_call_id,
         "message": if count == 1 { "The agent has a question".to_string() }
                    else { format!("The agent has {count} questions") },
-        "requestedSchema": form_schema(&request.questions),
-    });
-    match outgoing.request("elicitation/create", params, cancel).await {
-        BridgeOutcome::Answered(result) => match result["action"].as_str() {
-            Some("accept") => BridgeOutcome::Answered(
-                result
-                    .get("content")
-                    .cloned()
-                    .filter(|c| !c.is_null())
-                    .unwrap_or_else(|| json!({})),
-            ),
-            Some("decline") => BridgeOutcome::Answered(json!({"outcome": "declined"})),
-            Some("cancel") => BridgeOutcome::Cancelled,
-            _ => BridgeOutcome::Unavailable(format!(
-                "the client answered elicitation/create with an unknown action: {result}"
-            )),
-        },
-        other => other,
+        "requestedSchema": form_schema(questions),
+    })
+}
+
+/// The client's `elicitation/create` result as the tool's outcome.
+pub(crate) fn outcome(result: &Value) -> BridgeOutcome<Value> {
+    match result["action"].as_str() {
+        Some("accept") => BridgeOutcome::Answered(
+            result
+                .get("content")
+                .cloned()
+                .filter(|c| !c.is_null())
+                .unwrap_or_else(|| json!({})),
+        ),
+        Some("decline") => BridgeOutcome::Answered(json!({"outcome": "declined"})),
+        Some("cancel") => BridgeOutcome::Cancelled,
+        _ => BridgeOutcome::Unavailable(format!(
+            "the client answered elicitation/create with an unknown action: {result}"
+        )),
     }
 }
 

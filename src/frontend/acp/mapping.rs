@@ -16,7 +16,7 @@ use crate::core::output_budget::OutputBudget;
 use crate::frontend::coalesce::is_chunk;
 use crate::frontend::lsp::OutboundQueue;
 use crate::frontend::updates::session_update;
-use crate::protocol::SessionUpdate;
+use crate::vocab::approval::ApprovalMode;
 use crate::vocab::event::{Event, StopReason};
 
 /// Fields of tandem's `tool_call_update` that ACP does not have.
@@ -93,38 +93,55 @@ impl EventSink for AcpSink {
 
 /// The ACP updates of one event (none for tandem-only ones).
 pub(super) fn acp_updates(event: &Event) -> Vec<Value> {
-    let update = match session_update(event) {
+    let Some(update) = session_update(event) else {
+        return Vec::new();
+    };
+    match serde_json::to_value(&update) {
+        Ok(update) => acp_updates_of(update),
+        Err(e) => {
+            tracing::error!("cannot serialize an ACP update: {e}");
+            Vec::new()
+        }
+    }
+}
+
+/// The ACP updates of one `tandem/update`'s `update` (none for tandem-only
+/// kinds): what `tandem acp` sends for an event, and `tandem acp --attach`
+/// for the serve's update of it.
+pub(crate) fn acp_updates_of(mut update: Value) -> Vec<Value> {
+    match update["sessionUpdate"].as_str().unwrap_or_default() {
         // ACP streams the user's message as chunks.
-        Some(SessionUpdate::UserMessage { content, .. }) => {
-            return content
+        "user_message" => {
+            return update["content"]
+                .as_array()
                 .into_iter()
+                .flatten()
                 .map(|block| json!({"sessionUpdate": "user_message_chunk", "content": block}))
                 .collect();
         }
-        Some(
-            SessionUpdate::InputStatus { .. }
-            | SessionUpdate::Usage { .. }
-            | SessionUpdate::TurnEnd { .. }
-            | SessionUpdate::AgentMessageReset {}
-            | SessionUpdate::ContextCompacted { .. },
-        )
-        | None => return Vec::new(),
-        Some(update) => update,
-    };
-    let mut update = match serde_json::to_value(&update) {
-        Ok(update) => update,
-        Err(e) => {
-            tracing::error!("cannot serialize an ACP update: {e}");
-            return Vec::new();
-        }
-    };
+        "input_status"
+        | "usage"
+        | "turn_end"
+        | "agent_message_reset"
+        | "context_compacted"
+        | "" => return Vec::new(),
+        _ => {}
+    }
     move_to_meta(&mut update, &TANDEM_ONLY_FIELDS);
-    let mut updates = vec![update];
     // A client that shows the mode as a config option hears of it too.
-    if let Event::ModeChanged { mode } = event {
+    let mode = (update["sessionUpdate"] == "current_mode_update")
+        .then(|| {
+            update["currentModeId"]
+                .as_str()?
+                .parse::<ApprovalMode>()
+                .ok()
+        })
+        .flatten();
+    let mut updates = vec![update];
+    if let Some(mode) = mode {
         updates.push(json!({
             "sessionUpdate": "config_option_update",
-            "configOptions": config_options(*mode),
+            "configOptions": config_options(mode),
         }));
     }
     updates
@@ -173,7 +190,7 @@ pub(super) fn acp_stop_reason(reason: StopReason) -> (&'static str, Option<&'sta
 }
 
 /// The `session/prompt` result of a turn that ended with `reason`.
-pub(super) fn prompt_result(reason: StopReason) -> Value {
+pub(crate) fn prompt_result(reason: StopReason) -> Value {
     let (acp, tandem) = acp_stop_reason(reason);
     match tandem {
         Some(tandem) => json!({"stopReason": acp, "_meta": {"tandem": {"stopReason": tandem}}}),

@@ -18,13 +18,13 @@
 //! ends the connection, only the end of input.
 
 mod client;
-mod client_fs;
-mod commands;
-mod elicitation;
-mod mapping;
-mod modes;
-mod session;
-mod terminal;
+pub(crate) mod client_fs;
+pub(crate) mod commands;
+pub(crate) mod elicitation;
+pub(crate) mod mapping;
+pub(crate) mod modes;
+pub(crate) mod session;
+pub(crate) mod terminal;
 mod wire;
 
 use std::path::PathBuf;

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::vocab::approval::ApprovalMode;
 
 /// The id of the mode config option.
-pub(super) const MODE_OPTION: &str = "mode";
+pub(crate) const MODE_OPTION: &str = "mode";
 
 const MODES: [(ApprovalMode, &str, &str); 3] = [
     (
@@ -41,7 +41,7 @@ pub(super) fn mode_state(current: ApprovalMode) -> Value {
 }
 
 /// The session's config options: the mode, as a select.
-pub(super) fn config_options(current: ApprovalMode) -> Value {
+pub(crate) fn config_options(current: ApprovalMode) -> Value {
     json!([{
         "id": MODE_OPTION,
         "name": "Approval mode",
@@ -56,6 +56,6 @@ pub(super) fn config_options(current: ApprovalMode) -> Value {
 }
 
 /// `modes` and `configOptions` of a session/new, load or resume result.
-pub(super) fn session_state(current: ApprovalMode) -> Value {
+pub(crate) fn session_state(current: ApprovalMode) -> Value {
     json!({"modes": mode_state(current), "configOptions": config_options(current)})
 }

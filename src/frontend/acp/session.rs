@@ -17,6 +17,7 @@ use super::modes::{session_state, MODE_OPTION};
 use super::wire::{daemon_error, error_response, string_param};
 use super::ACP_PROTOCOL_VERSION;
 use crate::core::daemon::{Daemon, NewSession};
+use crate::core::history::SessionSummary;
 use crate::core::tasks::run::TaskError;
 use crate::frontend::updates::user_content;
 use crate::protocol::ContentBlock;
@@ -83,17 +84,7 @@ impl Agent {
     fn initialize(&self, params: &Value) -> Value {
         self.client
             .set_capabilities(AcpCapabilities::from_initialize(params));
-        json!({
-            "protocolVersion": ACP_PROTOCOL_VERSION,
-            "agentCapabilities": {
-                "loadSession": true,
-                "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-                "sessionCapabilities": {"list": {}, "resume": {}},
-                "_meta": {"tandem": {"sandbox": crate::frontend::sandbox_info::sandbox_capability()}},
-            },
-            "authMethods": [],
-            "agentInfo": {"name": "tandem", "version": env!("CARGO_PKG_VERSION")},
-        })
+        initialize_result()
     }
 
     fn new_session(&self, params: &Value, rid: &Value) -> Reply {
@@ -132,46 +123,7 @@ impl Agent {
     /// Newest first, those whose workspace holds `cwd` when it is given;
     /// the cursor is the index of the next session.
     fn list(&self, params: &Value, rid: &Value) -> Reply {
-        let cwd = params.get("cwd").and_then(Value::as_str).map(PathBuf::from);
-        let start = match params.get("cursor").and_then(Value::as_str) {
-            None => 0,
-            Some(cursor) => cursor
-                .parse::<usize>()
-                .map_err(|_| bad(rid, format!("invalid params: unknown cursor `{cursor}`")))?,
-        };
-        let matching: Vec<_> = self
-            .daemon
-            .list_sessions()
-            .into_iter()
-            .filter(|s| s.state != "unreadable" && !s.workspace.is_empty())
-            .filter(|s| {
-                cwd.as_deref().is_none_or(|cwd| {
-                    s.workspace
-                        .iter()
-                        .any(|root| cwd.starts_with(Path::new(root)))
-                })
-            })
-            .collect();
-        let sessions: Vec<Value> = matching
-            .iter()
-            .skip(start)
-            .take(LIST_PAGE)
-            .map(|s| {
-                json!({
-                    "sessionId": s.session_id,
-                    "cwd": s.workspace[0],
-                    "additionalDirectories": &s.workspace[1..],
-                    "title": s.title,
-                    "updatedAt": s.updated,
-                    "_meta": {"tandem": {"state": s.state, "turnCount": s.turn_count}},
-                })
-            })
-            .collect();
-        let mut result = json!({"sessions": sessions});
-        if start + LIST_PAGE < matching.len() {
-            result["nextCursor"] = json!((start + LIST_PAGE).to_string());
-        }
-        Ok(result)
+        list_page(self.daemon.list_sessions(), params).map_err(|e| bad(rid, e))
     }
 
     async fn prompt(&self, params: &Value, rid: &Value) -> Reply {
@@ -322,6 +274,65 @@ impl Agent {
             .and_then(|s| s.workspace.first().map(PathBuf::from))
             .unwrap_or_default()
     }
+}
+
+/// One page of `session/list` from every session: newest first, those
+/// whose workspace holds `cwd` when it is given; the cursor is the index
+/// of the next session.
+pub(crate) fn list_page(sessions: Vec<SessionSummary>, params: &Value) -> Result<Value, String> {
+    let cwd = params.get("cwd").and_then(Value::as_str).map(PathBuf::from);
+    let start = match params.get("cursor").and_then(Value::as_str) {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<usize>()
+            .map_err(|_| format!("invalid params: unknown cursor `{cursor}`"))?,
+    };
+    let matching: Vec<_> = sessions
+        .into_iter()
+        .filter(|s| s.state != "unreadable" && !s.workspace.is_empty())
+        .filter(|s| {
+            cwd.as_deref().is_none_or(|cwd| {
+                s.workspace
+                    .iter()
+                    .any(|root| cwd.starts_with(Path::new(root)))
+            })
+        })
+        .collect();
+    let sessions: Vec<Value> = matching
+        .iter()
+        .skip(start)
+        .take(LIST_PAGE)
+        .map(|s| {
+            json!({
+                "sessionId": s.session_id,
+                "cwd": s.workspace[0],
+                "additionalDirectories": &s.workspace[1..],
+                "title": s.title,
+                "updatedAt": s.updated,
+                "_meta": {"tandem": {"state": s.state, "turnCount": s.turn_count}},
+            })
+        })
+        .collect();
+    let mut result = json!({"sessions": sessions});
+    if start + LIST_PAGE < matching.len() {
+        result["nextCursor"] = json!((start + LIST_PAGE).to_string());
+    }
+    Ok(result)
+}
+
+/// `initialize`'s result (the same through `tandem acp --attach`).
+pub(crate) fn initialize_result() -> Value {
+    json!({
+        "protocolVersion": ACP_PROTOCOL_VERSION,
+        "agentCapabilities": {
+            "loadSession": true,
+            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+            "sessionCapabilities": {"list": {}, "resume": {}},
+            "_meta": {"tandem": {"sandbox": crate::frontend::sandbox_info::sandbox_capability()}},
+        },
+        "authMethods": [],
+        "agentInfo": {"name": "tandem", "version": env!("CARGO_PKG_VERSION")},
+    })
 }
 
 fn bad(rid: &Value, message: String) -> Value {

@@ -16,15 +16,18 @@ use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::OutboundQueue;
 use crate::vocab::bridge::{BridgeOutcome, TerminalCommand, TerminalEnd, TerminalRun};
 
-/// Runs `command` on its own task and waits for it.
-pub(super) async fn run(
+/// Runs `command` on its own task and waits for it; the tool call's
+/// terminal is shown with an `update_method` notification (`tandem acp`:
+/// `session/update`; the serve: `tandem/update`, to the owning client).
+pub(crate) async fn run(
     outgoing: Arc<Outgoing>,
     out: OutboundQueue,
+    update_method: &'static str,
     command: TerminalCommand,
     cancel: &CancellationToken,
 ) -> BridgeOutcome<TerminalRun> {
     let cancel = cancel.clone();
-    match tokio::spawn(run_task(outgoing, out, command, cancel)).await {
+    match tokio::spawn(run_task(outgoing, out, update_method, command, cancel)).await {
         Ok(outcome) => outcome,
         Err(e) => BridgeOutcome::Unavailable(format!("the terminal task failed: {e}")),
     }
@@ -33,6 +36,7 @@ pub(super) async fn run(
 async fn run_task(
     outgoing: Arc<Outgoing>,
     out: OutboundQueue,
+    update_method: &'static str,
     command: TerminalCommand,
     cancel: CancellationToken,
 ) -> BridgeOutcome<TerminalRun> {
@@ -56,7 +60,7 @@ async fn run_task(
     };
     out.send_json(&json!({
         "jsonrpc": "2.0",
-        "method": "session/update",
+        "method": update_method,
         "params": {"sessionId": session_id, "update": {
             "sessionUpdate": "tool_call_update",
             "toolCallId": command.tool_call_id,

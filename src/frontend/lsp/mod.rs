@@ -14,6 +14,7 @@
 //! response, which has to travel through tower-lsp to reach the same queue.
 
 pub mod cancel_request;
+pub mod documents;
 pub mod framing;
 pub mod outgoing;
 pub mod progress;
@@ -190,6 +191,9 @@ where
                 }
                 if let Some(refusal) = notification_with_an_id(&value) {
                     out.send_json(&refusal);
+                    continue;
+                }
+                if documents::apply(daemon.buffers(), &value) {
                     continue;
                 }
                 if value.get("method").and_then(Value::as_str)

@@ -316,57 +316,8 @@ impl LanguageServer for Backend {
         Ok(())
     }
 
-    async fn did_open(&self, params: DidOpenTextDocumentParams) {
-        guarded_notification("textDocument/didOpen", async move {
-            let doc = params.text_document;
-            match uri_path(&doc.uri) {
-                Some(path) => self.daemon.buffers().open(path, doc.version, &doc.text),
-                None => tracing::debug!(uri = %doc.uri, "ignoring a document that is not a file"),
-            }
-        })
-        .await
-    }
-
-    async fn did_change(&self, params: DidChangeTextDocumentParams) {
-        guarded_notification("textDocument/didChange", async move {
-            let Some(path) = uri_path(&params.text_document.uri) else {
-                return;
-            };
-            let changes: Vec<TextChange> = params
-                .content_changes
-                .into_iter()
-                .map(text_change)
-                .collect();
-            if let Err(e) =
-                self.daemon
-                    .buffers()
-                    .change(&path, params.text_document.version, &changes)
-            {
-                // The editor and the cache disagree now; the agent would read a
-                // stale buffer, so say so loudly.
-                tracing::error!(uri = %params.text_document.uri, "didChange not applied: {e}");
-            }
-        })
-        .await
-    }
-
-    async fn did_close(&self, params: DidCloseTextDocumentParams) {
-        guarded_notification("textDocument/didClose", async move {
-            if let Some(path) = uri_path(&params.text_document.uri) {
-                self.daemon.buffers().close(&path);
-            }
-        })
-        .await
-    }
-
-    async fn did_save(&self, params: DidSaveTextDocumentParams) {
-        guarded_notification("textDocument/didSave", async move {
-            if let Some(path) = uri_path(&params.text_document.uri) {
-                self.daemon.buffers().saved(&path, params.text.as_deref());
-            }
-        })
-        .await
-    }
+    // didOpen, didChange, didClose and didSave never reach tower-lsp: the
+    // input loop applies them in wire order (`documents.rs`).
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
         guarded("textDocument/codeAction", async move {
@@ -449,6 +400,7 @@ impl Backend {
                 .map_err(daemon_error)?;
             Ok(NewSessionResult {
                 session_id: session.id.clone(),
+                mode: session.mode().as_str().to_string(),
             })
         })
         .await
@@ -588,6 +540,7 @@ impl Backend {
             Ok(LoadSessionResult {
                 session_id: session.id.clone(),
                 replayed,
+                mode: session.mode().as_str().to_string(),
             })
         })
         .await

@@ -1,117 +1,46 @@
 //! `tandem acp --attach`: ACP (newline-delimited JSON-RPC) on stdio, as
-//! `tandem acp` speaks it, relayed to the user's serve.
+//! `tandem acp` speaks it, relayed to the user's serve. An ACP client sees
+//! no difference between the two, except that turns survive the shim.
 //!
-//! ACP's methods become tandem's on the way: `session/new` →
-//! `tandem/newSession` (then an attach), `session/load` →
-//! `tandem/attachSession` (answered `null` when the replay ends),
-//! `session/prompt` → `tandem/prompt` (its stop reason mapped onto ACP's),
-//! `session/set_mode` → `tandem/setMode`, `session/cancel` →
-//! `tandem/cancel`. Back, `tandem/update` becomes `session/update` with only
-//! the variants ACP has, and `tandem/requestPermission` becomes
-//! `session/request_permission`.
+//! ACP's methods become tandem's on the way (what comes back is mapped in
+//! `acp_dialect`): `initialize` → the serve's `initialize` with what the
+//! client can answer, answered as `tandem acp` answers; `session/new` →
+//! `tandem/newSession`, its folder added to the connection's, its tasks
+//! fetched (`tandem/listTasks`), then an attach whose `tandem/attached`
+//! answers it; `session/load` and `session/resume` → `tandem/attachSession`
+//! with and without replay, answered when the replay is out;
+//! `session/list` → `tandem/listSessions`, paged here; `session/prompt` →
+//! `tandem/prompt`, or `tandem/runTask` for a slash command;
+//! `session/set_mode` and `session/set_config_option` → `tandem/setMode`;
+//! `session/cancel` → `tandem/cancel`.
 //!
 //! Invariant: as in `tandem acp`, a turn's `session/update`s precede its
 //! `session/prompt` answer (the serve sends them in that order and the shim
-//! keeps it).
+//! keeps it), and a session's answer precedes its updates.
 
-use std::path::PathBuf;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tower_lsp::lsp_types::Url;
 
-use super::relay::{Dialect, Ours, Relay};
-use crate::frontend::acp::ACP_PROTOCOL_VERSION;
+use super::acp_dialect::{prompt_answer, Acp, AcpState};
+use super::relay::{Ours, Relay};
+use crate::core::history::SessionSummary;
+use crate::frontend::acp::commands::{slash_command, target};
+use crate::frontend::acp::modes::{config_options, MODE_OPTION};
+use crate::frontend::acp::session::{initialize_result, list_page};
+use crate::protocol::ContentBlock;
+use crate::vocab::approval::ApprovalMode;
 
-/// Newline-delimited JSON; a session's messages mapped onto ACP's.
-struct Acp;
-
-impl Dialect for Acp {
-    fn frame(&self, body: &[u8]) -> Vec<u8> {
-        let mut line = Vec::with_capacity(body.len() + 1);
-        line.extend_from_slice(body);
-        line.push(b'\n');
-        line
-    }
-
-    fn session_message(&self, raw: &str) -> Vec<Vec<u8>> {
-        let Ok(message) = serde_json::from_str::<Value>(raw) else {
-            return Vec::new();
-        };
-        to_acp(&message)
-            .iter()
-            .filter_map(|m| serde_json::to_vec(m).ok())
-            .collect()
-    }
-
-    /// `session/load`'s result.
-    fn loaded(&self, _attached: &Value) -> Value {
-        Value::Null
-    }
-}
-
-/// ACP's stop reasons are fewer than tandem's; an `error` turn is a
-/// JSON-RPC error, as in `tandem acp`.
-fn acp_prompt_answer(answer: Value) -> Value {
-    let Some(result) = answer.get("result") else {
-        return answer;
-    };
-    let reason = match result["stopReason"].as_str().unwrap_or_default() {
-        "error" => {
-            let message = result["message"].as_str().unwrap_or("the turn failed");
-            return json!({"jsonrpc": "2.0", "error": {"code": -32603, "message": message}});
-        }
-        "max_tokens" | "token_budget" => "max_tokens",
-        "max_iterations" => "max_turn_requests",
-        "refusal" => "refusal",
-        "cancelled" => "cancelled",
-        _ => "end_turn",
-    };
-    json!({"jsonrpc": "2.0", "result": {"stopReason": reason}})
-}
-
-fn empty_object(answer: Value) -> Value {
-    match answer.get("error") {
-        Some(_) => answer,
-        None => json!({"jsonrpc": "2.0", "result": {}}),
-    }
-}
-
-/// A serve message for the editor, in ACP's terms (`None`: not for ACP).
-fn to_acp(message: &Value) -> Vec<Value> {
-    match message.get("method").and_then(Value::as_str) {
-        Some("tandem/update") => {
-            let params = &message["params"];
-            let update = &params["update"];
-            let session = &params["sessionId"];
-            let send = |update: Value| {
-                json!({"jsonrpc": "2.0", "method": "session/update",
-                       "params": {"sessionId": session, "update": update}})
-            };
-            match update["sessionUpdate"].as_str().unwrap_or_default() {
-                "user_message" => update["content"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|block| {
-                        send(json!({"sessionUpdate": "user_message_chunk", "content": block}))
-                    })
-                    .collect(),
-                "input_status"
-                | "usage"
-                | "turn_end"
-                | "agent_message_reset"
-                | "context_compacted" => Vec::new(),
-                _ => vec![send(update.clone())],
-            }
-        }
-        Some("tandem/requestPermission") => {
-            let mut request = message.clone();
-            request["method"] = json!("session/request_permission");
-            vec![request]
-        }
-        Some("workspace/applyEdit") => Vec::new(),
-        _ => vec![message.clone()],
-    }
+/// The editor side of the shim.
+struct Shim {
+    relay: Relay,
+    state: AcpState,
+    /// Folders already added to this connection's (a session's `cwd`).
+    folders: Mutex<HashSet<PathBuf>>,
 }
 
 /// Runs until EOF on stdin or the serve going away.
@@ -119,20 +48,20 @@ pub async fn run<R>(stdin: R, home: PathBuf) -> u8
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
-    let Some(relay) = Relay::open(&home, "tandem acp --attach", Acp).await else {
+    let state = AcpState::default();
+    let Some(relay) = Relay::open(&home, "tandem acp --attach", Acp(state.clone())).await else {
         return 1;
     };
-    // The serve must know this client answers permission requests.
-    relay.request(
-        Ours::Ignore,
-        json!({"jsonrpc": "2.0", "method": "initialize", "params": {"capabilities":
-            {"experimental": {"tandem": {"requestPermission": true}}}}}),
-    );
+    let shim = Shim {
+        relay,
+        state,
+        folders: Mutex::new(HashSet::new()),
+    };
     let mut lines = BufReader::new(stdin).lines();
     let code = loop {
         let next = tokio::select! {
             next = lines.next_line() => next,
-            _ = relay.serve_gone.cancelled() => break 1,
+            _ = shim.relay.serve_gone.cancelled() => break 1,
         };
         let text = match next {
             Ok(Some(text)) => text,
@@ -146,81 +75,283 @@ where
             continue;
         }
         match serde_json::from_str::<Value>(&text) {
-            Ok(message) => from_editor(message, &relay).await,
-            Err(e) => relay.to_editor(&json!({"jsonrpc": "2.0", "id": null,
+            Ok(message) => shim.on_editor_message(message).await,
+            Err(e) => shim.relay.to_editor(&json!({"jsonrpc": "2.0", "id": null,
                 "error": {"code": -32700, "message": format!("parse error: {e}")}})),
         }
     };
-    relay.close().await;
+    shim.relay.close().await;
     code
 }
 
-async fn from_editor(message: Value, relay: &Relay) {
-    let id = message.get("id").cloned();
-    let params = message.get("params").cloned().unwrap_or(Value::Null);
-    let Some(method) = message.get("method").and_then(Value::as_str) else {
-        if id.is_some() {
-            // The editor's answer to one of the daemon's requests.
-            relay.respond(&message);
-        }
-        return;
+fn error(id: &Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+fn empty_object(answer: Value) -> Value {
+    match answer.get("error") {
+        Some(_) => answer,
+        None => json!({"jsonrpc": "2.0", "result": {}}),
+    }
+}
+
+/// `tandem/setMode`'s answer as `session/set_config_option`'s.
+fn config_answer(answer: Value) -> Value {
+    let Some(mode) = answer["result"]["mode"]
+        .as_str()
+        .and_then(|m| m.parse::<ApprovalMode>().ok())
+    else {
+        return answer;
     };
-    let reply = |result: Value| {
-        if let Some(id) = &id {
-            relay.to_editor(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    json!({"jsonrpc": "2.0", "result": {"configOptions": config_options(mode)}})
+}
+
+/// An absolute `cwd` param, or the `-32602` error naming it.
+fn absolute_cwd(params: &Value) -> Result<PathBuf, String> {
+    let cwd = params["cwd"]
+        .as_str()
+        .ok_or("invalid params: missing string field `cwd`")?;
+    let path = PathBuf::from(cwd);
+    if !path.is_absolute() {
+        return Err(format!(
+            "invalid params: `cwd` must be absolute, got `{cwd}`"
+        ));
+    }
+    Ok(path)
+}
+
+impl Shim {
+    fn reply(&self, id: &Option<Value>, result: Value) {
+        if let Some(id) = id {
+            self.relay
+                .to_editor(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
         }
-    };
-    let (tandem_method, tandem_params, rewrite): (&str, Value, fn(Value) -> Value) = match method {
-        "initialize" => {
-            return reply(json!({
-                "protocolVersion": ACP_PROTOCOL_VERSION,
-                "agentCapabilities": {
-                    "loadSession": true,
-                    "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-                },
-                "authMethods": [],
-                "agentInfo": {"name": "tandem", "version": env!("CARGO_PKG_VERSION")},
-            }))
+    }
+
+    fn fail(&self, id: &Option<Value>, code: i64, message: &str) {
+        if let Some(id) = id {
+            self.relay.to_editor(&error(id, code, message));
         }
-        "authenticate" => return reply(json!({})),
-        "session/new" => (
-            "tandem/newSession",
-            json!({"workspaceFolder": params["cwd"]}),
-            |a| a,
-        ),
-        "session/load" => {
-            if let Some(id) = id {
-                relay.attach(&params["sessionId"], Some(id));
+    }
+
+    /// Relays a request of the editor's, its answer rewritten.
+    fn relay_request(
+        &self,
+        id: Option<Value>,
+        method: &str,
+        params: Value,
+        rewrite: fn(Value) -> Value,
+    ) {
+        let Some(id) = id else { return };
+        self.relay.request(
+            Ours::Reply { id, rewrite },
+            json!({"jsonrpc": "2.0", "method": method, "params": params}),
+        );
+    }
+
+    async fn on_editor_message(&self, message: Value) {
+        let id = message.get("id").cloned();
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        let Some(method) = message.get("method").and_then(Value::as_str) else {
+            if id.is_some() {
+                // The editor's answer to one of the daemon's requests.
+                self.relay.respond(&self.state.answer_for_serve(message));
             }
             return;
-        }
-        "session/prompt" => ("tandem/prompt", params.clone(), acp_prompt_answer),
-        "session/set_mode" => (
-            "tandem/setMode",
-            json!({"sessionId": params["sessionId"], "mode": params["modeId"]}),
-            empty_object,
-        ),
-        "session/cancel" => {
-            // In order: nothing else is relayed until it has been handled.
-            relay
-                .notify_in_order(json!({"jsonrpc": "2.0", "method": "tandem/cancel",
-                    "params": {"sessionId": params["sessionId"]}}))
-                .await;
-            return;
-        }
-        other => {
-            if let Some(id) = id {
-                relay.to_editor(&json!({"jsonrpc": "2.0", "id": id,
-                    "error": {"code": -32601, "message": format!("method not found: {other}")}}));
+        };
+        match method {
+            "initialize" => {
+                // What this client can answer, before any session exists.
+                let caps = &params["clientCapabilities"];
+                let tandem = json!({
+                    "requestPermission": true,
+                    "requestUserInput": caps["elicitation"]["form"].is_object(),
+                    "readTextFile": caps["fs"]["readTextFile"] == true,
+                    "writeTextFile": caps["fs"]["writeTextFile"] == true,
+                    "terminal": caps["terminal"] == true,
+                });
+                self.relay
+                    .call(
+                        "initialize",
+                        json!({"capabilities": {"experimental": {"tandem": tandem}}}),
+                    )
+                    .await;
+                self.reply(&id, initialize_result());
             }
+            "authenticate" => self.reply(&id, json!({})),
+            "session/new" => self.new_session(id, &params).await,
+            "session/load" => self.load(id, &params, true).await,
+            "session/resume" => self.load(id, &params, false).await,
+            "session/list" => self.list(id, &params).await,
+            "session/prompt" => self.prompt(id, params),
+            "session/set_mode" => self.relay_request(
+                id,
+                "tandem/setMode",
+                json!({"sessionId": params["sessionId"], "mode": params["modeId"]}),
+                empty_object,
+            ),
+            "session/set_config_option" => {
+                if params["configId"] != MODE_OPTION {
+                    let config = params["configId"].as_str().unwrap_or_default();
+                    return self.fail(
+                        &id,
+                        -32602,
+                        &format!("invalid params: unknown config option `{config}`"),
+                    );
+                }
+                self.relay_request(
+                    id,
+                    "tandem/setMode",
+                    json!({"sessionId": params["sessionId"], "mode": params["value"]}),
+                    config_answer,
+                )
+            }
+            "session/cancel" => {
+                // In order: nothing else is relayed until it has been handled.
+                self.relay
+                    .notify_in_order(json!({"jsonrpc": "2.0", "method": "tandem/cancel",
+                        "params": {"sessionId": params["sessionId"]}}))
+                    .await;
+                self.reply(&id, json!({}));
+            }
+            // Every request of the client's is answered promptly or is a
+            // prompt, which `session/cancel` ends.
+            "$/cancel_request" => self.reply(&id, json!({})),
+            other => self.fail(&id, -32601, &format!("method not found: {other}")),
+        }
+    }
+
+    /// Adds a session's folder to this connection's (once): its
+    /// `.tandem/config.toml` tasks are offered, and a task's file in it
+    /// resolves, as with `tandem acp`.
+    async fn add_folder(&self, cwd: &Path) {
+        let added = self
+            .folders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(cwd.to_path_buf());
+        if !added {
             return;
         }
-    };
-    let Some(id) = id else { return };
-    let message = json!({"jsonrpc": "2.0", "method": tandem_method, "params": tandem_params});
-    if tandem_method == "tandem/newSession" {
-        relay.new_session(id, message).await;
-    } else {
-        relay.request(Ours::Reply { id, rewrite }, message);
+        let uri = Url::from_file_path(cwd)
+            .map(|u| u.to_string())
+            .unwrap_or_default();
+        self.relay
+            .notify_in_order(json!({"jsonrpc": "2.0",
+                "method": "workspace/didChangeWorkspaceFolders",
+                "params": {"event": {"added": [{"uri": uri, "name": cwd.display().to_string()}],
+                                     "removed": []}}}))
+            .await;
+    }
+
+    /// Fetches the tasks of `cwd` as the session's slash commands.
+    async fn fetch_tasks(&self, session_id: &str, cwd: &Path) {
+        let answer = self
+            .relay
+            .call("tandem/listTasks", json!({"workspaceFolder": cwd}))
+            .await;
+        let tasks = answer
+            .and_then(|a| a["result"]["tasks"].as_array().cloned())
+            .unwrap_or_default();
+        self.state.set_tasks(session_id, tasks);
+    }
+
+    /// Attaches to `session_id`; the load (or new session) request `id` is
+    /// answered once the replay is out.
+    fn attach(&self, id: Value, session_id: &str, replay: bool) {
+        self.relay.request(
+            Ours::Attach {
+                load: Some(id),
+                done: None,
+            },
+            json!({"jsonrpc": "2.0", "method": "tandem/attachSession",
+                   "params": {"sessionId": session_id, "replay": replay}}),
+        );
+    }
+
+    async fn new_session(&self, id: Option<Value>, params: &Value) {
+        let Some(id) = id else { return };
+        let cwd = match absolute_cwd(params) {
+            Ok(cwd) => cwd,
+            Err(e) => return self.fail(&Some(id), -32602, &e),
+        };
+        let Some(answer) = self
+            .relay
+            .call("tandem/newSession", json!({"workspaceFolder": cwd}))
+            .await
+        else {
+            return self.fail(&Some(id), -32603, "the serve did not answer");
+        };
+        let Some(session_id) = answer["result"]["sessionId"].as_str() else {
+            let mut answer = answer;
+            answer["id"] = id;
+            return self.relay.to_editor(&answer);
+        };
+        self.add_folder(&cwd).await;
+        self.fetch_tasks(session_id, &cwd).await;
+        self.state.made(session_id);
+        // No replay (there is nothing yet); `tandem/attached` answers.
+        self.attach(id, session_id, false);
+    }
+
+    async fn load(&self, id: Option<Value>, params: &Value, replay: bool) {
+        let Some(id) = id else { return };
+        let Some(session_id) = params["sessionId"].as_str() else {
+            return self.fail(
+                &Some(id),
+                -32602,
+                "invalid params: missing string field `sessionId`",
+            );
+        };
+        if params.get("cwd").is_some() {
+            match absolute_cwd(params) {
+                Ok(cwd) => {
+                    self.add_folder(&cwd).await;
+                    self.fetch_tasks(session_id, &cwd).await;
+                }
+                Err(e) => return self.fail(&Some(id), -32602, &e),
+            }
+        }
+        self.attach(id, session_id, replay);
+    }
+
+    async fn list(&self, id: Option<Value>, params: &Value) {
+        let Some(answer) = self.relay.call("tandem/listSessions", json!({})).await else {
+            return self.fail(&id, -32603, "the serve did not answer");
+        };
+        let sessions: Vec<SessionSummary> =
+            serde_json::from_value(answer["result"]["sessions"].clone()).unwrap_or_default();
+        match list_page(sessions, params) {
+            Ok(result) => self.reply(&id, result),
+            Err(e) => self.fail(&id, -32602, &e),
+        }
+    }
+
+    /// A prompt, or a slash command: the task runs in this session on the
+    /// file the prompt carries.
+    fn prompt(&self, id: Option<Value>, params: Value) {
+        let session_id = params["sessionId"].as_str().unwrap_or_default();
+        let blocks: Vec<ContentBlock> =
+            serde_json::from_value(params["prompt"].clone()).unwrap_or_default();
+        let command =
+            slash_command(&blocks).filter(|(name, _)| self.state.is_task(session_id, name));
+        let Some((name, instruction)) = command else {
+            return self.relay_request(id, "tandem/prompt", params, prompt_answer);
+        };
+        let (path, range) = match target(&name, &blocks) {
+            Ok(target) => target,
+            Err(e) => return self.fail(&id, -32602, &format!("invalid params: {e}")),
+        };
+        let uri = Url::from_file_path(&path)
+            .map(|u| u.to_string())
+            .unwrap_or_default();
+        let mut task = json!({"task": name, "sessionId": session_id,
+            "textDocument": {"uri": uri},
+            "range": {"start": {"line": range.start.line, "character": range.start.character},
+                      "end": {"line": range.end.line, "character": range.end.character}}});
+        if !instruction.is_empty() {
+            task["instruction"] = json!(instruction);
+        }
+        self.relay_request(id, "tandem/runTask", task, prompt_answer);
     }
 }

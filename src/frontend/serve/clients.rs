@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use crate::buffers::{BufferCache, PositionEncoding, TextChange};
-use crate::vocab::bridge::ClientAbilities;
+use crate::vocab::bridge::{ClientAbilities, ClientFacilities};
 
 /// One connection's state.
 pub struct Client {
@@ -29,6 +29,9 @@ pub struct Client {
     pub buffers: Arc<BufferCache>,
     /// `window.workDoneProgress`: it shows `$/progress`.
     pub work_done_progress: bool,
+    /// Its own files and terminal (`tandem acp --attach` relays an ACP
+    /// client's), for the turns it owns.
+    pub facilities: ClientFacilities,
 }
 
 impl Client {
@@ -39,6 +42,7 @@ impl Client {
             init_options: Value::Null,
             buffers: Arc::new(BufferCache::new()),
             work_done_progress: false,
+            facilities: ClientFacilities::default(),
         }
     }
 }
@@ -127,6 +131,20 @@ impl Clients {
         client.init_options = init_options;
         client.buffers.set_encoding(encoding);
         client.work_done_progress = work_done_progress;
+    }
+
+    /// Records the files and terminal a connection offers (`initialize`).
+    pub fn set_facilities(&self, conn: usize, facilities: ClientFacilities) {
+        if let Some(client) = self.lock().get_mut(&conn) {
+            client.facilities = facilities;
+        }
+    }
+
+    pub fn facilities(&self, conn: usize) -> ClientFacilities {
+        self.lock()
+            .get(&conn)
+            .map(|c| c.facilities)
+            .unwrap_or_default()
     }
 
     pub fn work_done_progress(&self, conn: usize) -> bool {

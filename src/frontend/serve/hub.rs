@@ -25,12 +25,14 @@ use super::backlog::{Backlog, BacklogReceiver, SessionBudgets};
 use super::clients::Clients;
 use super::owners::TurnOwners;
 use super::progress::{SubscriberProgress, ID_PREFIX as PROGRESS_ID_PREFIX};
+use super::session_client::{is_owner_facility, offers, SessionClient};
 use super::window_bridge::{WindowBridges, ID_PREFIX as WINDOW_ID_PREFIX};
 use crate::core::log::{EventSink, LoggedEvent};
 use crate::core::output_budget::OutputBudget;
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::{Outbound, OutboundQueue};
-use crate::frontend::updates::update_notification;
+use crate::frontend::updates::update_params;
+use crate::protocol::UpdateParams;
 use crate::vocab::bridge::{ClientAbilities, ClientBridge, NoClient};
 
 /// What a subscriber's pump sends, in order.
@@ -50,10 +52,46 @@ pub fn item_message(session_id: &str, item: &Item) -> Option<Box<RawValue>> {
     }
 }
 
-/// An event's whole `tandem/update` message, if editors see the event.
+/// An event's whole `tandem/update` message, if editors see the event:
+/// the body `update_notification` writes, serialized straight into a
+/// `RawValue` (no second pass to validate what serde just wrote).
 pub fn update_message(session_id: &str, event: &LoggedEvent) -> Option<Box<RawValue>> {
-    let body = update_notification(session_id, event)?;
-    RawValue::from_string(String::from_utf8(body).ok()?).ok()
+    #[derive(serde::Serialize)]
+    struct Notification<'a> {
+        jsonrpc: &'static str,
+        method: &'static str,
+        params: &'a UpdateParams,
+    }
+    let params = update_params(session_id, event)?;
+    serde_json::value::to_raw_value(&Notification {
+        jsonrpc: "2.0",
+        method: "tandem/update",
+        params: &params,
+    })
+    .ok()
+}
+
+/// A live event on its way to its session's subscribers: its message is
+/// made once for all of them, and the shared copy only for a backlog.
+struct LiveEvent<'a> {
+    session_id: &'a str,
+    event: &'a LoggedEvent,
+    message: OnceLock<Option<Box<RawValue>>>,
+    shared: OnceLock<Arc<LoggedEvent>>,
+}
+
+impl LiveEvent<'_> {
+    fn message(&self) -> Option<Box<RawValue>> {
+        self.message
+            .get_or_init(|| update_message(self.session_id, self.event))
+            .clone()
+    }
+
+    fn shared(&self) -> Arc<LoggedEvent> {
+        self.shared
+            .get_or_init(|| Arc::new(self.event.clone()))
+            .clone()
+    }
 }
 
 /// One `tandem/attachSession` subscription.
@@ -78,38 +116,71 @@ pub struct Subscriber {
     pub progress: OnceLock<SubscriberProgress>,
 }
 
+/// What became of a message offered to a subscriber's sink.
+enum Direct {
+    /// Sent (or nothing to send): done.
+    Done,
+    /// Not in direct mode, or the sink is full: it goes to the backlog.
+    Queue,
+}
+
 impl Subscriber {
     /// Sends `item` on: straight into the sink in direct mode, else (or
     /// when the sink is full) through the backlog.
     fn deliver(&self, item: Item) {
+        let seq = match &item {
+            Item::Event(event) => Some(event.seq),
+            Item::Message(_) => None,
+        };
         let mut direct = self.direct.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(sink) = direct.as_mut() {
-            let seq = match &item {
-                Item::Event(event) => Some(event.seq),
-                Item::Message(_) => None,
-            };
-            if seq.is_some_and(|seq| seq <= self.replayed_up_to.load(Ordering::SeqCst)) {
-                return;
-            }
-            let Some(message) = item_message(&self.session_id, &item) else {
-                if let Some(seq) = seq {
-                    self.mark_processed(seq);
-                }
-                return;
-            };
-            match sink.try_send(message) {
-                Ok(()) => {
-                    if let Some(seq) = seq {
-                        self.mark_processed(seq);
-                    }
-                    return;
-                }
-                Err(TrySendError::Closed(_)) => return,
-                // The connection is slow: queue from now on, in order.
-                Err(TrySendError::Full(_)) => *direct = None,
-            }
+        if let Direct::Queue =
+            self.try_direct(&mut direct, seq, || item_message(&self.session_id, &item))
+        {
+            self.backlog.push(item);
         }
-        self.backlog.push(item);
+    }
+
+    /// [`Subscriber::deliver`] for a live event, without copying it unless
+    /// it must wait in the backlog.
+    fn deliver_live(&self, live: &LiveEvent<'_>) {
+        let mut direct = self.direct.lock().unwrap_or_else(|e| e.into_inner());
+        if let Direct::Queue = self.try_direct(&mut direct, Some(live.event.seq), || live.message())
+        {
+            self.backlog.push(Item::Event(live.shared()));
+        }
+    }
+
+    /// Offers a message (`seq`: its event's, if it is one) to the sink in
+    /// direct mode; `direct` is the locked mode, left once the sink is full.
+    fn try_direct(
+        &self,
+        direct: &mut Option<SubscriptionSink>,
+        seq: Option<u64>,
+        message: impl FnOnce() -> Option<Box<RawValue>>,
+    ) -> Direct {
+        let Some(sink) = direct.as_mut() else {
+            return Direct::Queue;
+        };
+        if seq.is_some_and(|seq| seq <= self.replayed_up_to.load(Ordering::SeqCst)) {
+            return Direct::Done;
+        }
+        let sent = match message() {
+            None => true,
+            Some(message) => match sink.try_send(message) {
+                Ok(()) => true,
+                Err(TrySendError::Closed(_)) => return Direct::Done,
+                // The connection is slow: queue from now on, in order.
+                Err(TrySendError::Full(_)) => false,
+            },
+        };
+        if !sent {
+            *direct = None;
+            return Direct::Queue;
+        }
+        if let Some(seq) = seq {
+            self.mark_processed(seq);
+        }
+        Direct::Done
     }
 
     /// Sends a message (a request, a notification) to this subscriber.
@@ -151,6 +222,9 @@ impl Subscriber {
 /// what is still unanswered.
 struct SessionBridge {
     outgoing: Arc<Outgoing>,
+    /// The bridge the core holds: `outgoing`, and the owner's files and
+    /// terminal.
+    client: Arc<SessionClient>,
     /// Unanswered requests by id, with the connections they went to.
     pending: BTreeMap<String, Arc<Value>>,
     /// Whether a client able to answer permission requests (questions)
@@ -201,11 +275,13 @@ impl Hub {
         // an answer names only its id, and two sessions' first requests
         // must not both be `tandem-1`.
         let n = self.next_bridge.fetch_add(1, Ordering::Relaxed);
-        let outgoing = Outgoing::with_id_prefix(queue, format!("tandem-{n}-"));
+        let outgoing = Outgoing::with_id_prefix(queue.clone(), format!("tandem-{n}-"));
+        let client = SessionClient::new(outgoing.clone(), queue);
         self.state().bridges.insert(
             session_id.to_string(),
             SessionBridge {
                 outgoing: outgoing.clone(),
+                client: client.clone(),
                 pending: BTreeMap::new(),
                 sticky: ClientAbilities::default(),
             },
@@ -222,7 +298,7 @@ impl Hub {
                 }
             }
         });
-        outgoing
+        client
     }
 
     /// A bridge to window `conn` alone, through its subscription to the
@@ -258,6 +334,14 @@ impl Hub {
             return;
         }
         let Some(id) = message.get("id").and_then(Value::as_str) else {
+            // The session's own notification (the owner's terminal shown
+            // in its tool call): to the owner alone.
+            let owner = self.owners.get(session_id);
+            for sub in state.subs.get(session_id).into_iter().flatten() {
+                if Some(sub.conn) == owner && method == Some("tandem/update") {
+                    sub.deliver(Item::Message(message.clone()));
+                }
+            }
             return;
         };
         if let Some(bridge) = state.bridges.get_mut(session_id) {
@@ -278,6 +362,9 @@ impl Hub {
         let abilities = self.clients.abilities(conn);
         match request.get("method").and_then(Value::as_str) {
             Some("workspace/applyEdit") => owner == Some(conn) && abilities.apply_edit,
+            Some(m) if is_owner_facility(m) => {
+                owner == Some(conn) && offers(self.clients.facilities(conn), m)
+            }
             Some("tandem/requestUserInput") => abilities.request_user_input,
             _ => abilities.request_permission,
         }
@@ -295,6 +382,10 @@ impl Hub {
             .map(|s| s.conn)
             .collect();
         let mut abilities = ClientAbilities::default();
+        let facilities = owner
+            .filter(|o| attached.contains(o))
+            .map(|o| self.clients.facilities(o))
+            .unwrap_or_default();
         for conn in &attached {
             let a = self.clients.abilities(*conn);
             abilities.request_permission |= a.request_permission;
@@ -311,6 +402,25 @@ impl Hub {
             abilities.request_permission = bridge.sticky.request_permission;
             abilities.request_user_input = bridge.sticky.request_user_input;
             bridge.outgoing.set_abilities(abilities);
+            bridge.client.set_facilities(facilities);
+            // A request for the owner's files or terminal that no attached
+            // owner can answer any more fails (its tool reports it).
+            let orphaned: Vec<String> = bridge
+                .pending
+                .iter()
+                .filter(|(_, r)| {
+                    let method = r["method"].as_str().unwrap_or_default();
+                    is_owner_facility(method) && !offers(facilities, method)
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in orphaned {
+                bridge.pending.remove(&id);
+                bridge
+                    .outgoing
+                    .complete(&json!({"jsonrpc": "2.0", "id": id, "error":
+                    {"code": -32603, "message": "the editor that owns the turn went away"}}));
+            }
         }
     }
 
@@ -496,13 +606,21 @@ impl EventSink for Hub {
             self.refresh(session_id);
         }
         let mut state = self.state();
-        let last = state.last_seq.entry(session_id.to_string()).or_default();
-        *last = (*last).max(event.seq);
+        match state.last_seq.get_mut(session_id) {
+            Some(last) => *last = (*last).max(event.seq),
+            None => {
+                state.last_seq.insert(session_id.to_string(), event.seq);
+            }
+        }
         if let Some(subs) = state.subs.get(session_id).filter(|s| !s.is_empty()) {
-            // One copy, shared by every subscriber.
-            let shared = Arc::new(event.clone());
+            let live = LiveEvent {
+                session_id,
+                event,
+                message: OnceLock::new(),
+                shared: OnceLock::new(),
+            };
             for sub in subs {
-                sub.deliver(Item::Event(shared.clone()));
+                sub.deliver_live(&live);
                 if let Some(progress) = sub.progress.get() {
                     progress.progress.on_event(session_id, &event.event);
                 }
@@ -517,5 +635,42 @@ impl EventSink for Hub {
     /// The session's: what its subscribers' backlogs hold (see backlog.rs).
     fn output_budget(&self, session_id: &str) -> Option<Arc<OutputBudget>> {
         Some(self.budgets.get(session_id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frontend::updates::update_notification;
+    use crate::vocab::event::Event;
+
+    fn logged(seq: u64, event: Event) -> LoggedEvent {
+        LoggedEvent {
+            seq,
+            ts: "2026-12-03T17:00:00.000Z".into(),
+            recovered: None,
+            event,
+        }
+    }
+
+    #[test]
+    fn an_update_message_is_the_stdio_notification_byte_for_byte() {
+        let chunk = logged(
+            7,
+            Event::AssistantChunk {
+                turn_id: "t1".into(),
+                step: 1,
+                attempt: 1,
+                text: "a \"quoted\"\nline é".into(),
+            },
+        );
+        let message = update_message("s1", &chunk).expect("editors see chunks");
+        let stdio = update_notification("s1", &chunk).expect("editors see chunks");
+        assert_eq!(message.get().as_bytes(), &stdio[..]);
+        let parsed: Value = serde_json::from_str(message.get()).unwrap();
+        assert_eq!(
+            parsed["params"]["update"]["content"]["text"],
+            "a \"quoted\"\nline é"
+        );
     }
 }

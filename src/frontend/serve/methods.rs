@@ -37,7 +37,7 @@ use crate::protocol::{
     RUN_TASK_COMMAND,
 };
 use crate::vocab::approval::ApprovalMode;
-use crate::vocab::bridge::ClientAbilities;
+use crate::vocab::bridge::{ClientAbilities, ClientFacilities};
 
 /// What every handler reaches.
 pub struct Ctx {
@@ -49,7 +49,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 11] = [
+pub const TANDEM_METHODS: [&str; 12] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -61,6 +61,7 @@ pub const TANDEM_METHODS: [&str; 11] = [
     "tandem/respond",
     "tandem/runTask",
     "tandem/taskSession",
+    "tandem/listTasks",
 ];
 
 pub(super) type RpcResult<T> = Result<T, ErrorObjectOwned>;
@@ -118,6 +119,18 @@ async fn initialize(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> 
         .as_ref()
         .and_then(|w| w.work_done_progress)
         .unwrap_or(false);
+    // An ACP client's own files and terminal (`tandem acp --attach`).
+    let tandem = params
+        .capabilities
+        .experimental
+        .as_ref()
+        .map(|e| e["tandem"].clone())
+        .unwrap_or_default();
+    let facilities = ClientFacilities {
+        read_text_file: tandem["readTextFile"] == true,
+        write_text_file: tandem["writeTextFile"] == true,
+        terminal: tandem["terminal"] == true,
+    };
     ctx.hub.clients.initialize(
         conn,
         abilities,
@@ -126,6 +139,7 @@ async fn initialize(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> 
         encoding,
         work_done_progress,
     );
+    ctx.hub.clients.set_facilities(conn, facilities);
     Ok(json!({
         "serverInfo": {"name": "tandem", "version": env!("CARGO_PKG_VERSION")},
         "capabilities": {
@@ -273,6 +287,7 @@ async fn new_session(
     ctx.hub.claim_if_unowned(&session.id, conn);
     Ok(NewSessionResult {
         session_id: session.id.clone(),
+        mode: session.mode().as_str().to_string(),
     })
 }
 
@@ -445,6 +460,7 @@ fn register_tandem(
         RpcResult::Ok(LoadSessionResult {
             session_id: session.id.clone(),
             replayed,
+            mode: session.mode().as_str().to_string(),
         })
     })?;
     module.register_method("tandem/respond", |params, ctx, ext| {
@@ -519,8 +535,8 @@ async fn attach_session(
     let loaded = tokio::task::spawn_blocking(move || daemon.load_session(&id))
         .await
         .unwrap_or_else(|e| Err(DaemonError::Storage(format!("loading panicked: {e}"))));
-    let events = match loaded {
-        Ok((_, events)) => events,
+    let (mode, events) = match loaded {
+        Ok((session, events)) => (session.mode().as_str().to_string(), events),
         Err(e) => {
             ctx.hub.unsubscribe(&session_id, sub.id);
             pending.reject(daemon_error(e)).await;
@@ -550,7 +566,7 @@ async fn attach_session(
         }
         sub.mark_processed(last);
         let attached = json!({"jsonrpc": "2.0", "method": "tandem/attached",
-            "params": AttachedParams { session_id: session_id.clone(), replayed }});
+            "params": AttachedParams { session_id: session_id.clone(), replayed, mode }});
         sink.send(message(&attached).ok_or("serialize")?)
             .await
             .map_err(|_| "closed")?;

@@ -18,6 +18,7 @@
 //! Invariant: the serve binds 127.0.0.1 only, and nothing reaches a method
 //! without the token.
 
+pub mod acp_dialect;
 pub mod acp_shim;
 pub mod auth;
 pub mod backlog;
@@ -29,6 +30,7 @@ pub mod methods;
 pub mod owners;
 pub mod progress;
 pub mod relay;
+pub mod session_client;
 pub mod shim;
 pub mod state;
 pub mod tasks;
@@ -258,8 +260,24 @@ pub async fn status(home: PathBuf) -> u8 {
     }
 }
 
+/// Whether process `pid` still runs (a zombie does not: the shim that
+/// started a serve may not have reaped it yet).
+fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // `pid (comm) STATE ...`; comm may hold spaces and parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X'),
+        Err(_) => false,
+    }
+}
+
 /// `tandem serve --stop`: asks the running serve to stop and waits (up to
-/// 10 s) until it has released its lock.
+/// 10 s) until its process is gone: it releases its lock just before it
+/// exits, and its sessions' locks (which name its pid) only when it has
+/// (a serve started right after the lock is released could otherwise find
+/// them taken).
 pub async fn stop(home: PathBuf) -> u8 {
     let info = match state::read_info(&home) {
         Ok(Some(info)) if state::is_running(&home) => info,
@@ -277,7 +295,7 @@ pub async fn stop(home: PathBuf) -> u8 {
         return 1;
     }
     let deadline = Instant::now() + Duration::from_secs(10);
-    while state::is_running(&home) {
+    while state::is_running(&home) || process_alive(info.pid) {
         if Instant::now() >= deadline {
             eprintln!("tandem serve: pid {} did not stop within 10 s", info.pid);
             return 1;

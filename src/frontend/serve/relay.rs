@@ -38,9 +38,10 @@ pub trait Dialect: Send + 'static {
     /// The bodies the editor gets for one message of a session (`raw`: the
     /// whole JSON-RPC message, as the serve sent it).
     fn session_message(&self, raw: &str) -> Vec<Vec<u8>>;
-    /// The result of a load request once its replay is out (`attached`:
-    /// the params of `tandem/attached`).
-    fn loaded(&self, attached: &Value) -> Value;
+    /// What the editor gets once the replay of its load request `id` is
+    /// out (`attached`: the params of `tandem/attached`): the answer, and
+    /// whatever follows it.
+    fn loaded(&self, id: Value, attached: &Value) -> Vec<Value>;
 }
 
 /// What an id of ours is waiting for.
@@ -301,6 +302,17 @@ struct Link<D> {
     gone: CancellationToken,
 }
 
+/// The link's own handle on stdout (a duplicate of fd 1), unbuffered: a
+/// frame is one `write(2)`. Rust's `Stdout` is line-buffered, which wrote
+/// an LSP frame as two (the header up to its blank line, then the body at
+/// the flush), waking the editor for half a frame.
+fn editor_out() -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsFd;
+    Ok(std::fs::File::from(
+        std::io::stdout().as_fd().try_clone_to_owned()?,
+    ))
+}
+
 /// A received message and the receiver, so a pending receive is never
 /// dropped half-way (the receiver is not cancel-safe).
 async fn receive_owned(mut rx: WsReceiver) -> (WsReceiver, Option<String>) {
@@ -338,9 +350,14 @@ impl<D: Dialect> Link<D> {
                     return;
                 }
             };
+            let mut out = match editor_out() {
+                Ok(out) => out,
+                Err(e) => {
+                    let _ = ready.send(Err(format!("cannot open stdout: {e}")));
+                    return;
+                }
+            };
             let _ = ready.send(Ok(()));
-            let stdout = std::io::stdout();
-            let mut out = stdout.lock();
             let mut receiving = Box::pin(receive_owned(ws_rx));
             loop {
                 tokio::select! {
@@ -418,19 +435,20 @@ impl<D: Dialect> Link<D> {
     ) -> bool {
         if let Some(session) = session_message(text) {
             if session.attached.is_none() {
-                for body in self.dialect.session_message(session.raw.get()) {
+                for body in self.dialect.session_message(session.raw) {
                     if !self.write(out, &body) {
                         return false;
                     }
                 }
                 return true;
             }
-            let load = self.state().loads.remove(&session.subscription);
+            let load = self.state().loads.remove(session.subscription);
             return match (load, session.attached) {
-                (Some(load), Some(params)) => self.write_json(
-                    out,
-                    &json!({"jsonrpc": "2.0", "id": load, "result": self.dialect.loaded(&params)}),
-                ),
+                (Some(load), Some(params)) => self
+                    .dialect
+                    .loaded(load, &params)
+                    .iter()
+                    .all(|message| self.write_json(out, message)),
                 _ => true,
             };
         }
@@ -501,13 +519,43 @@ impl<D: Dialect> Link<D> {
 /// A `tandem/sessionMessage`, read without building a JSON tree (the path
 /// of every streamed chunk).
 struct SessionMessage<'a> {
-    subscription: String,
-    raw: &'a RawValue,
+    /// The subscription id, as JSON text.
+    subscription: &'a str,
+    /// The whole JSON-RPC message inside, as the serve sent it.
+    raw: &'a str,
     /// The params of `tandem/attached`, when it is that.
     attached: Option<Value>,
 }
 
+/// How jsonrpsee (`=0.26.1`) writes a subscription's message: this, the
+/// subscription id, `,"result":`, the message, `}}`.
+const ENVELOPE_HEAD: &str =
+    r#"{"jsonrpc":"2.0","method":"tandem/sessionMessage","params":{"subscription":"#;
+/// How every `tandem/update` the serve sends begins.
+const UPDATE_HEAD: &str = r#"{"jsonrpc":"2.0","method":"tandem/update","#;
+
 fn session_message(text: &str) -> Option<SessionMessage<'_>> {
+    update_message(text).or_else(|| session_message_parsed(text))
+}
+
+/// The fast path, for a streamed update in the envelope exactly as
+/// jsonrpsee writes it: found by its fixed head and tail, with no pass
+/// over the update itself; anything else takes the parser.
+fn update_message(text: &str) -> Option<SessionMessage<'_>> {
+    let rest = text.strip_prefix(ENVELOPE_HEAD)?;
+    let (subscription, rest) = rest.split_once(r#","result":"#)?;
+    let plain_id = subscription
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'"' | b'-' | b'_'));
+    let raw = rest.strip_suffix("}}")?;
+    (plain_id && raw.starts_with(UPDATE_HEAD)).then_some(SessionMessage {
+        subscription,
+        raw,
+        attached: None,
+    })
+}
+
+fn session_message_parsed(text: &str) -> Option<SessionMessage<'_>> {
     #[derive(Deserialize)]
     struct Envelope<'a> {
         #[serde(borrow)]
@@ -544,8 +592,8 @@ fn session_message(text: &str) -> Option<SessionMessage<'_>> {
         None
     };
     Some(SessionMessage {
-        subscription: params.subscription.get().to_string(),
-        raw: params.result,
+        subscription: params.subscription.get(),
+        raw: params.result.get(),
         attached,
     })
 }
@@ -553,6 +601,7 @@ fn session_message(text: &str) -> Option<SessionMessage<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jsonrpsee::types::{SubscriptionId, SubscriptionPayload, SubscriptionResponse};
 
     #[test]
     fn a_session_message_is_read_without_its_params_unless_it_is_attached() {
@@ -562,7 +611,6 @@ mod tests {
         assert!(message.attached.is_none());
         assert!(message
             .raw
-            .get()
             .starts_with(r#"{"jsonrpc":"2.0","method":"tandem/update""#));
 
         let attached = r#"{"jsonrpc":"2.0","method":"tandem/sessionMessage","params":{"subscription":"a","result":{"jsonrpc":"2.0","method":"tandem/attached","params":{"sessionId":"s","replayed":3}}}}"#;
@@ -571,5 +619,56 @@ mod tests {
         assert_eq!(message.attached.unwrap()["replayed"], 3);
 
         assert!(session_message(r#"{"jsonrpc":"2.0","id":"shim-1","result":5}"#).is_none());
+    }
+
+    /// A subscription message as the serve's jsonrpsee writes it.
+    fn enveloped(subscription: SubscriptionId<'static>, message: &str) -> String {
+        let result = RawValue::from_string(message.to_string()).unwrap();
+        serde_json::to_string(&SubscriptionResponse::new(
+            "tandem/sessionMessage".into(),
+            SubscriptionPayload {
+                subscription,
+                result,
+            },
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_fast_path_reads_an_update_as_the_parser_does_and_leaves_the_rest_to_it() {
+        let update = r#"{"jsonrpc":"2.0","method":"tandem/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"}} \"result\":"}}}}"#;
+        for id in [
+            SubscriptionId::Num(8_446_744_073_709_551),
+            SubscriptionId::Str("a1b2".into()),
+        ] {
+            let text = enveloped(id, update);
+            let fast = update_message(&text).expect("an update takes the fast path");
+            let parsed = session_message_parsed(&text).unwrap();
+            assert_eq!(fast.raw, update);
+            assert_eq!(
+                (fast.raw, fast.subscription),
+                (parsed.raw, parsed.subscription)
+            );
+            assert!(fast.attached.is_none());
+        }
+        // Anything but an update (here the end of a replay) takes the parser.
+        let attached = enveloped(
+            SubscriptionId::Num(3),
+            r#"{"jsonrpc":"2.0","method":"tandem/attached","params":{"sessionId":"s","replayed":2}}"#,
+        );
+        assert!(update_message(&attached).is_none());
+        assert_eq!(
+            session_message(&attached).unwrap().attached.unwrap()["replayed"],
+            2
+        );
+        let request = enveloped(
+            SubscriptionId::Num(3),
+            r#"{"jsonrpc":"2.0","id":"tandem-1-1","method":"tandem/requestPermission","params":{}}"#,
+        );
+        assert!(update_message(&request).is_none());
+        assert!(session_message(&request)
+            .unwrap()
+            .raw
+            .contains("requestPermission"));
     }
 }

@@ -44,9 +44,9 @@ impl Dialect for Lsp {
         vec![raw.as_bytes().to_vec()]
     }
 
-    /// `tandem/loadSession`'s result: `{sessionId, replayed}`.
-    fn loaded(&self, attached: &Value) -> Value {
-        attached.clone()
+    /// `tandem/loadSession`'s answer: `{sessionId, replayed, mode}`.
+    fn loaded(&self, id: Value, attached: &Value) -> Vec<Value> {
+        vec![json!({"jsonrpc": "2.0", "id": id, "result": attached})]
     }
 }
 

@@ -1,6 +1,6 @@
 //! The keybinding-task methods through the serve: `textDocument/codeAction`,
 //! `workspace/executeCommand` `tandem.runTask`, `tandem/runTask`, and the
-//! serve-only `tandem/taskSession`.
+//! serve-only `tandem/taskSession` and `tandem/listTasks`.
 //!
 //! The LSP frontend's handlers do the work (`frontend::lsp::tasks`); this
 //! module gives them the asking connection as the task's origin: its
@@ -24,9 +24,10 @@ use tower_lsp::lsp_types::{CodeActionParams, ExecuteCommandParams, Url};
 use super::connection::RequestCancel;
 use super::methods::{conn, parse, Ctx, RpcResult};
 use crate::buffers::BufferCache;
+use crate::config::tasks::takes_instruction;
 use crate::core::tasks::run::session_for;
 use crate::core::tasks::TaskOrigin;
-use crate::frontend::lsp::server::uri_path;
+use crate::frontend::lsp::server::{folder_path, uri_path};
 use crate::frontend::lsp::tasks::{code_actions, execute_command, run_task, task_error};
 use crate::protocol::RunTaskParams;
 
@@ -135,6 +136,44 @@ fn task_session(params: Params<'_>, ctx: &Ctx, ext: &Extensions) -> RpcResult<Va
     Ok(json!({"sessionId": session.id}))
 }
 
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListTasksParams {
+    workspace_folder: String,
+}
+
+/// `tandem/listTasks`: the tasks of a folder (built-in and configured), for
+/// a client that offers them itself (`tandem acp --attach`'s slash
+/// commands): `{tasks: [{id, title, instruction}]}`, `instruction` saying
+/// whether the task's prompt takes one.
+fn list_tasks(params: Params<'_>, ctx: &Ctx, ext: &Extensions) -> RpcResult<Value> {
+    let params: ListTasksParams = parse(&params)?;
+    let folder = folder_path(&params.workspace_folder).ok_or_else(|| {
+        ErrorObjectOwned::owned(
+            -32602,
+            format!(
+                "workspaceFolder: `{}` is neither a file:// URI nor an absolute path",
+                params.workspace_folder
+            ),
+            None::<()>,
+        )
+    })?;
+    let origin = origin(ctx, conn(ext));
+    let catalog = ctx
+        .daemon
+        .task_catalog_for(&folder, &origin)
+        .map_err(|e| ErrorObjectOwned::owned(-32602, e.to_string(), None::<()>))?;
+    let tasks: Vec<Value> = catalog
+        .tasks()
+        .iter()
+        .map(|task| {
+            json!({"id": task.id, "title": task.title,
+                   "instruction": takes_instruction(&task.prompt)})
+        })
+        .collect();
+    Ok(json!({ "tasks": tasks }))
+}
+
 /// Registers the task methods.
 pub fn register(module: &mut RpcModule<Ctx>) -> Result<(), jsonrpsee::core::RegisterMethodError> {
     module.register_async_method("textDocument/codeAction", code_action)?;
@@ -142,6 +181,9 @@ pub fn register(module: &mut RpcModule<Ctx>) -> Result<(), jsonrpsee::core::Regi
     module.register_async_method("tandem/runTask", task)?;
     module.register_method("tandem/taskSession", |params, ctx, ext| {
         task_session(params, ctx, ext)
+    })?;
+    module.register_method("tandem/listTasks", |params, ctx, ext| {
+        list_tasks(params, ctx, ext)
     })?;
     Ok(())
 }

@@ -1,11 +1,17 @@
 // Spawns the real `tandem acp` binary and connects the official ACP SDK's
 // client to it, with a tap on both directions so tests can check the raw
 // wire (fields the SDK would strip or map silently).
+//
+// Every test runs twice (`acpTest`): against `tandem acp`, and against
+// `tandem acp --attach` relaying to a `tandem serve` it starts in the
+// test's TANDEM_HOME (stopped with `tandem serve --stop` when the client
+// closes). An ACP client must see no difference between the two.
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Readable, Writable } from "node:stream";
+import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { client, ndJsonStream, PROTOCOL_VERSION } from "@agentclientprotocol/sdk";
@@ -26,15 +32,50 @@ export function tempDir(prefix = "tandem-acp-") {
   return mkdtempSync(path.join(tmpdir(), prefix));
 }
 
+/** The ways in: `tandem acp`, and `tandem acp --attach` through a serve. */
+export const MODES = ["stdio", "attach"];
+
 /**
- * Starts `tandem acp` against `server` with `home` as TANDEM_HOME, and
- * connects a client whose request handlers are `handlers` (method ->
- * handler) and which records every session/update.
+ * Registers `run` as a test in each mode (`TANDEM_ACP_MODES=attach` runs
+ * one). `run` gets `{connect, mode}`, `connect` bound to the mode.
+ * `attach`, when given, is why the test cannot pass through the shim
+ * (yet): its attach run is skipped with that reason, which protocol.md's
+ * serve section records too.
  */
-export async function connect(server, { home, handlers = {}, capabilities = {} } = {}) {
-  const ownHome = !home;
+export function acpTest(name, run, { attach } = {}) {
+  const only = process.env.TANDEM_ACP_MODES?.split(",");
+  for (const mode of MODES) {
+    if (only && !only.includes(mode)) continue;
+    const options = mode === "attach" && attach ? { skip: attach } : {};
+    const title = mode === "stdio" ? name : `${name} [acp --attach]`;
+    test(title, options, async () => {
+      // Every serve this test started is stopped, even when it failed
+      // before closing its clients.
+      const homes = new Set();
+      const bound = (server, opts = {}) => {
+        const home = opts.home ?? tempDir("tandem-home-");
+        if (mode === "attach") homes.add(home);
+        return connect(server, { ...opts, home, ownHome: !opts.home, mode });
+      };
+      try {
+        await run({ mode, connect: bound });
+      } finally {
+        for (const home of homes) await stopServe(home);
+      }
+    });
+  }
+}
+
+/**
+ * Starts `tandem acp` (`mode` "attach": `tandem acp --attach`) against
+ * `server` with `home` as TANDEM_HOME, and connects a client whose
+ * request handlers are `handlers` (method -> handler) and which records
+ * every session/update.
+ */
+export async function connect(server, { home, handlers = {}, capabilities = {}, mode = "stdio", ownHome = !home } = {}) {
   home ??= tempDir("tandem-home-");
-  const child = spawn(tandemBin(), ["acp"], {
+  const args = mode === "attach" ? ["acp", "--attach"] : ["acp"];
+  const child = spawn(tandemBin(), args, {
     env: {
       ...process.env,
       TANDEM_HOME: home,
@@ -112,10 +153,28 @@ export async function connect(server, { home, handlers = {}, capabilities = {} }
       ]);
       clearTimeout(timer);
       if (status === null) child.kill("SIGKILL");
+      if (mode === "attach") await stopServe(home);
       if (ownHome) rmSync(home, { recursive: true, force: true });
       return status;
     },
   };
+}
+
+/**
+ * Stops the serve a shim started in `home` (waiting until it is gone), so
+ * no test leaves one running.
+ */
+export async function stopServe(home) {
+  const stop = spawn(tandemBin(), ["serve", "--stop"], {
+    env: { ...process.env, TANDEM_HOME: home, TANDEM_LOG: "warn" },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let stderr = "";
+  stop.stderr.on("data", (d) => (stderr += d));
+  const timer = setTimeout(() => stop.kill("SIGKILL"), 15_000);
+  const code = await new Promise((resolve) => stop.on("exit", resolve));
+  clearTimeout(timer);
+  if (code !== 0) throw new Error(`tandem serve --stop failed (${code}): ${stderr}`);
 }
 
 /** Every session/update on the raw wire, checked against the SDK's schema. */

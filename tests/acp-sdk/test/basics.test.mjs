@@ -1,12 +1,11 @@
 // initialize, session/new, a streamed turn, and the shapes of the results
 // the SDK maps silently.
 import assert from "node:assert/strict";
-import { test } from "node:test";
 
 import { ModelServer, text } from "../lib/model_server.mjs";
-import { checkUpdates, connect, schema, tempDir } from "../lib/harness.mjs";
+import { acpTest, checkUpdates, schema, tempDir } from "../lib/harness.mjs";
 
-test("initialize advertises sessions, and session/new reports the modes and config options", async () => {
+acpTest("initialize advertises sessions, and session/new reports the modes and config options", async ({ connect }) => {
   const server = await ModelServer.start();
   const c = await connect(server);
   try {
@@ -42,7 +41,7 @@ test("initialize advertises sessions, and session/new reports the modes and conf
   }
 });
 
-test("errors are JSON-RPC errors with specific codes", async () => {
+acpTest("errors are JSON-RPC errors with specific codes", async ({ connect }) => {
   const server = await ModelServer.start();
   const c = await connect(server);
   try {

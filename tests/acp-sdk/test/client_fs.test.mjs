@@ -3,10 +3,9 @@
 import assert from "node:assert/strict";
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { test } from "node:test";
 
 import { ModelServer, text, toolCalls, transcript } from "../lib/model_server.mjs";
-import { checkUpdates, connect, tempDir } from "../lib/harness.mjs";
+import { acpTest, checkUpdates, tempDir } from "../lib/harness.mjs";
 
 const PATCH = "*** Begin Patch\n*** Update File: notes.txt\n@@\n-unsaved line\n+patched line\n*** End Patch";
 
@@ -35,7 +34,7 @@ function editor(file, unsaved) {
   };
 }
 
-test("read_file sees the client's unsaved buffer and an accepted patch lands in it", async () => {
+acpTest("read_file sees the client's unsaved buffer and an accepted patch lands in it", async ({ connect }) => {
   const root = tempDir();
   const file = path.join(root, "notes.txt");
   writeFileSync(file, "saved line\n");
@@ -75,7 +74,7 @@ test("read_file sees the client's unsaved buffer and an accepted patch lands in 
   }
 });
 
-test("a failing fs/read_text_file is a tool error the model reads, not a hung turn", async () => {
+acpTest("a failing fs/read_text_file is a tool error the model reads, not a hung turn", async ({ connect }) => {
   const root = tempDir();
   const server = await ModelServer.start();
   const c = await connect(server, {
@@ -101,7 +100,7 @@ test("a failing fs/read_text_file is a tool error the model reads, not a hung tu
   }
 });
 
-test("in review mode the patch is confirmed with session/request_permission, then written through the client", async () => {
+acpTest("in review mode the patch is confirmed with session/request_permission, then written through the client", async ({ connect }) => {
   const root = tempDir();
   const file = path.join(root, "notes.txt");
   writeFileSync(file, "saved line\n");
@@ -135,7 +134,7 @@ test("in review mode the patch is confirmed with session/request_permission, the
   }
 });
 
-test("a failing fs/write_text_file is a tool error that says nothing changed", async () => {
+acpTest("a failing fs/write_text_file is a tool error that says nothing changed", async ({ connect }) => {
   const root = tempDir();
   const file = path.join(root, "notes.txt");
   writeFileSync(file, "saved line\n");

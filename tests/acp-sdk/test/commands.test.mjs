@@ -3,12 +3,11 @@ import assert from "node:assert/strict";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { test } from "node:test";
 
 import { ModelServer, text, transcript } from "../lib/model_server.mjs";
-import { checkUpdates, connect, tempDir, until } from "../lib/harness.mjs";
+import { acpTest, checkUpdates, tempDir, until } from "../lib/harness.mjs";
 
-test("tasks are offered as commands, and /explain runs on the lines the prompt carries", async () => {
+acpTest("tasks are offered as commands, and /explain runs on the lines the prompt carries", async ({ connect }) => {
   const root = tempDir();
   const file = path.join(root, "calc.py");
   writeFileSync(file, "import sys\ndef double(x):\n    return x * 2\nprint(double(21))\n");
@@ -55,7 +54,7 @@ test("tasks are offered as commands, and /explain runs on the lines the prompt c
   }
 });
 
-test("a task of the project's .tandem/config.toml is a command too", async () => {
+acpTest("a task of the project's .tandem/config.toml is a command too", async ({ connect }) => {
   const root = tempDir();
   mkdirSync(path.join(root, ".tandem"));
   writeFileSync(

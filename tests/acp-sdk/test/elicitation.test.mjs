@@ -2,10 +2,9 @@
 // by the client, withdrawn by session/cancel; not offered without the
 // capability.
 import assert from "node:assert/strict";
-import { test } from "node:test";
 
 import { ModelServer, text, toolCalls, toolNames, transcript } from "../lib/model_server.mjs";
-import { checkUpdates, connect, tempDir, until } from "../lib/harness.mjs";
+import { acpTest, checkUpdates, tempDir, until } from "../lib/harness.mjs";
 
 const QUESTIONS = {
   questions: [
@@ -13,7 +12,7 @@ const QUESTIONS = {
   ],
 };
 
-async function withClient(handler, run) {
+async function withClient(connect, handler, run) {
   const server = await ModelServer.start();
   const asked = [];
   const c = await connect(server, {
@@ -34,8 +33,9 @@ async function withClient(handler, run) {
   }
 }
 
-test("an answered question reaches the model, asked as a form with the options as enum", async () => {
+acpTest("an answered question reaches the model, asked as a form with the options as enum", async ({ connect }) => {
   await withClient(
+    connect,
     () => ({ action: "accept", content: { db: "postgres" } }),
     async ({ server, c, sessionId, asked }) => {
       server.push(toolCalls([["q1", "request_user_input", QUESTIONS]]), text("Postgres it is."));
@@ -56,8 +56,9 @@ test("an answered question reaches the model, asked as a form with the options a
   );
 });
 
-test("a declined question tells the model the user declined", async () => {
+acpTest("a declined question tells the model the user declined", async ({ connect }) => {
   await withClient(
+    connect,
     () => ({ action: "decline" }),
     async ({ server, c, sessionId }) => {
       server.push(toolCalls([["q1", "request_user_input", QUESTIONS]]), text("OK."));
@@ -68,8 +69,9 @@ test("a declined question tells the model the user declined", async () => {
   );
 });
 
-test("a question the client cancels tells the model it went unanswered", async () => {
+acpTest("a question the client cancels tells the model it went unanswered", async ({ connect }) => {
   await withClient(
+    connect,
     () => ({ action: "cancel" }),
     async ({ server, c, sessionId }) => {
       server.push(toolCalls([["q1", "request_user_input", QUESTIONS]]), text("OK."));
@@ -80,9 +82,10 @@ test("a question the client cancels tells the model it went unanswered", async (
   );
 });
 
-test("session/cancel withdraws an open question with $/cancel_request and the prompt answers cancelled", async () => {
+acpTest("session/cancel withdraws an open question with $/cancel_request and the prompt answers cancelled", async ({ connect }) => {
   let withdrawn = false;
   await withClient(
+    connect,
     ({ signal }) =>
       new Promise((_, reject) =>
         signal.addEventListener("abort", () => {
@@ -111,7 +114,7 @@ test("session/cancel withdraws an open question with $/cancel_request and the pr
   );
 });
 
-test("without elicitation.form the question tool is not offered", async () => {
+acpTest("without elicitation.form the question tool is not offered", async ({ connect }) => {
   const server = await ModelServer.start();
   const c = await connect(server, { capabilities: {} });
   try {

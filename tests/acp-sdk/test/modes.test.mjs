@@ -3,12 +3,11 @@
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import path from "node:path";
-import { test } from "node:test";
 
 import { hang, ModelServer, text, toolCalls, toolNames } from "../lib/model_server.mjs";
-import { checkUpdates, connect, schema, tempDir, until } from "../lib/harness.mjs";
+import { acpTest, checkUpdates, schema, tempDir, until } from "../lib/harness.mjs";
 
-test("switching to auto makes commands run without asking; read-only stops offering them", async () => {
+acpTest("switching to auto makes commands run without asking; read-only stops offering them", async ({ connect }) => {
   const root = tempDir();
   const asked = [];
   const server = await ModelServer.start();
@@ -66,7 +65,7 @@ test("switching to auto makes commands run without asking; read-only stops offer
   }
 });
 
-test("session/cancel withdraws an open permission request and the prompt answers cancelled", async () => {
+acpTest("session/cancel withdraws an open permission request and the prompt answers cancelled", async ({ connect }) => {
   let withdrawn = false;
   let asked = 0;
   const server = await ModelServer.start();
@@ -99,7 +98,7 @@ test("session/cancel withdraws an open permission request and the prompt answers
   }
 });
 
-test("session/cancel during streaming answers cancelled", async () => {
+acpTest("session/cancel during streaming answers cancelled", async ({ connect }) => {
   const server = await ModelServer.start();
   const c = await connect(server);
   try {
@@ -115,7 +114,7 @@ test("session/cancel during streaming answers cancelled", async () => {
   }
 });
 
-test("update_plan is an ACP plan update", async () => {
+acpTest("update_plan is an ACP plan update", async ({ connect }) => {
   const server = await ModelServer.start();
   const c = await connect(server);
   try {

@@ -1,83 +1,86 @@
 // session/list, session/resume and session/load of sessions written by an
 // earlier daemon run.
 import assert from "node:assert/strict";
-import { test } from "node:test";
 
 import { ModelServer, text, transcript } from "../lib/model_server.mjs";
-import { checkUpdates, connect, schema, tempDir } from "../lib/harness.mjs";
+import { acpTest, checkUpdates, schema, tempDir } from "../lib/harness.mjs";
 
-test("an earlier run's sessions are listed by cwd in pages, resumed without replay and loaded with it", async () => {
+acpTest("an earlier run's sessions are listed by cwd in pages, resumed without replay and loaded with it", async ({ connect }) => {
   const home = tempDir("tandem-home-");
   const project = tempDir();
   const other = tempDir();
   const server = await ModelServer.start();
 
-  // The earlier run: one session with a turn, 21 empty ones elsewhere.
-  const first = await connect(server, { home });
-  server.push(text("The answer is 42."));
-  const { sessionId } = await first.newSession(project);
-  assert.equal((await first.prompt(sessionId, "what is the answer")).stopReason, "end_turn");
-  const others = [];
-  for (let i = 0; i < 21; i++) others.push((await first.newSession(other)).sessionId);
-  await first.close();
-
-  const second = await connect(server, { home });
   try {
-    const mine = await second.agent.request("session/list", { cwd: project });
-    schema.zListSessionsResponse.parse(mine);
-    assert.equal(mine.sessions.length, 1);
-    assert.equal(mine.sessions[0].sessionId, sessionId);
-    assert.equal(mine.sessions[0].cwd, project);
-    assert.equal(mine.sessions[0].title, "what is the answer");
-    assert.ok(mine.sessions[0].updatedAt);
-    assert.equal(mine.nextCursor, undefined);
+    // The earlier run: one session with a turn, 21 empty ones elsewhere.
+    const first = await connect(server, { home });
+    server.push(text("The answer is 42."));
+    const { sessionId } = await first.newSession(project);
+    assert.equal((await first.prompt(sessionId, "what is the answer")).stopReason, "end_turn");
+    const others = [];
+    for (let i = 0; i < 21; i++) others.push((await first.newSession(other)).sessionId);
+    await first.close();
 
-    const page1 = await second.agent.request("session/list", { cwd: other });
-    assert.equal(page1.sessions.length, 20);
-    assert.ok(page1.nextCursor);
-    const page2 = await second.agent.request("session/list", { cwd: other, cursor: page1.nextCursor });
-    assert.equal(page2.sessions.length, 1);
-    assert.equal(page2.nextCursor, undefined);
-    assert.deepEqual(
-      [...page1.sessions, ...page2.sessions].map((s) => s.sessionId).sort(),
-      [...others].sort(),
-    );
-    const all = await second.agent.request("session/list", {});
-    const rest = await second.agent.request("session/list", { cursor: all.nextCursor });
-    assert.equal(all.sessions.length + rest.sessions.length, 22, "without cwd, every session");
+    const second = await connect(server, { home });
+    try {
+      const mine = await second.agent.request("session/list", { cwd: project });
+      schema.zListSessionsResponse.parse(mine);
+      assert.equal(mine.sessions.length, 1);
+      assert.equal(mine.sessions[0].sessionId, sessionId);
+      assert.equal(mine.sessions[0].cwd, project);
+      assert.equal(mine.sessions[0].title, "what is the answer");
+      assert.ok(mine.sessions[0].updatedAt);
+      assert.equal(mine.nextCursor, undefined);
 
-    const resumed = await second.agent.request("session/resume", { sessionId, cwd: project, mcpServers: [] });
-    schema.zResumeSessionResponse.parse(resumed);
-    assert.equal(resumed.modes.currentModeId, "review");
-    assert.deepEqual(second.updatesOf(sessionId), [], "resume replays nothing");
+      const page1 = await second.agent.request("session/list", { cwd: other });
+      assert.equal(page1.sessions.length, 20);
+      assert.ok(page1.nextCursor);
+      const page2 = await second.agent.request("session/list", { cwd: other, cursor: page1.nextCursor });
+      assert.equal(page2.sessions.length, 1);
+      assert.equal(page2.nextCursor, undefined);
+      assert.deepEqual(
+        [...page1.sessions, ...page2.sessions].map((s) => s.sessionId).sort(),
+        [...others].sort(),
+      );
+      const all = await second.agent.request("session/list", {});
+      const rest = await second.agent.request("session/list", { cursor: all.nextCursor });
+      assert.equal(all.sessions.length + rest.sessions.length, 22, "without cwd, every session");
 
-    server.push(text("Still 42."));
-    assert.equal((await second.prompt(sessionId, "and again?")).stopReason, "end_turn");
-    const requests = await server.waitForRequests(2);
-    assert.match(transcript(requests[1]), /what is the answer/, "the resumed session keeps its history");
-    assert.match(transcript(requests[1]), /The answer is 42/);
+      const resumed = await second.agent.request("session/resume", { sessionId, cwd: project, mcpServers: [] });
+      schema.zResumeSessionResponse.parse(resumed);
+      assert.equal(resumed.modes.currentModeId, "review");
+      assert.deepEqual(second.updatesOf(sessionId), [], "resume replays nothing");
+
+      server.push(text("Still 42."));
+      assert.equal((await second.prompt(sessionId, "and again?")).stopReason, "end_turn");
+      const requests = await server.waitForRequests(2);
+      assert.match(transcript(requests[1]), /what is the answer/, "the resumed session keeps its history");
+      assert.match(transcript(requests[1]), /The answer is 42/);
+    } finally {
+      await second.close();
+    }
+
+    const third = await connect(server, { home });
+    try {
+      const loaded = await third.agent.request("session/load", { sessionId, cwd: project, mcpServers: [] });
+      const raw = third.rawResponse("session/load");
+      assert.notEqual(raw.result, null, "an object, not null");
+      schema.zLoadSessionResponse.parse(raw.result);
+      assert.equal(loaded.modes.currentModeId, "review");
+      const users = third.updatesOf(sessionId, "user_message_chunk").map((u) => u.content.text);
+      assert.deepEqual(users, ["what is the answer", "and again?"]);
+      const agent = third.updatesOf(sessionId, "agent_message_chunk").map((u) => u.content.text).join("");
+      assert.equal(agent, "The answer is 42.Still 42.");
+      // The replay comes before the result.
+      const resultAt = third.received.indexOf(raw);
+      const lastReplayAt = third.received.findLastIndex((m) => m.method === "session/update");
+      assert.ok(lastReplayAt < resultAt);
+      checkUpdates(third.received);
+    } finally {
+      await third.close();
+    }
   } finally {
-    await second.close();
-  }
-
-  const third = await connect(server, { home });
-  try {
-    const loaded = await third.agent.request("session/load", { sessionId, cwd: project, mcpServers: [] });
-    const raw = third.rawResponse("session/load");
-    assert.notEqual(raw.result, null, "an object, not null");
-    schema.zLoadSessionResponse.parse(raw.result);
-    assert.equal(loaded.modes.currentModeId, "review");
-    const users = third.updatesOf(sessionId, "user_message_chunk").map((u) => u.content.text);
-    assert.deepEqual(users, ["what is the answer", "and again?"]);
-    const agent = third.updatesOf(sessionId, "agent_message_chunk").map((u) => u.content.text).join("");
-    assert.equal(agent, "The answer is 42.Still 42.");
-    // The replay comes before the result.
-    const resultAt = third.received.indexOf(raw);
-    const lastReplayAt = third.received.findLastIndex((m) => m.method === "session/update");
-    assert.ok(lastReplayAt < resultAt);
-    checkUpdates(third.received);
-  } finally {
-    await third.close();
+    // Even when a step failed: an open server would keep the file running.
     await server.close();
   }
 });

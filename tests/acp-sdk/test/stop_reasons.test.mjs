@@ -2,12 +2,11 @@
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
-import { test } from "node:test";
 
 import { ModelServer, text, toolCalls } from "../lib/model_server.mjs";
-import { connect, schema, tempDir } from "../lib/harness.mjs";
+import { acpTest, schema, tempDir } from "../lib/harness.mjs";
 
-test("a detected loop ends as max_turn_requests with loop_detected in _meta", async () => {
+acpTest("a detected loop ends as max_turn_requests with loop_detected in _meta", async ({ connect }) => {
   const root = tempDir();
   writeFileSync(path.join(root, "a.txt"), "a\n");
   const server = await ModelServer.start();
@@ -24,7 +23,7 @@ test("a detected loop ends as max_turn_requests with loop_detected in _meta", as
   }
 });
 
-test("a spent token budget ends as max_tokens with token_budget in _meta", async () => {
+acpTest("a spent token budget ends as max_tokens with token_budget in _meta", async ({ connect }) => {
   const root = tempDir();
   writeFileSync(path.join(root, "a.txt"), "a\n");
   const home = tempDir("tandem-home-");

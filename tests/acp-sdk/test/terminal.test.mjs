@@ -7,10 +7,9 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { test } from "node:test";
 
 import { ModelServer, text, toolCalls, transcript } from "../lib/model_server.mjs";
-import { checkUpdates, connect, tempDir, until } from "../lib/harness.mjs";
+import { acpTest, checkUpdates, tempDir, until } from "../lib/harness.mjs";
 
 function killGroup(term) {
   try {
@@ -76,7 +75,7 @@ function terminals() {
   return { calls, live, handlers, kinds: () => calls.map(([k]) => k) };
 }
 
-async function session(server, term, { sandbox = "off" } = {}) {
+async function session(connect, server, term, { sandbox = "off" } = {}) {
   const home = tempDir("tandem-home-");
   writeFileSync(path.join(home, "config.toml"), `[sandbox]\nmode = "${sandbox}"\n`);
   const c = await connect(server, { home, handlers: term.handlers, capabilities: { terminal: true } });
@@ -91,10 +90,10 @@ async function session(server, term, { sandbox = "off" } = {}) {
   return { c, root, sessionId };
 }
 
-test("a command runs in the client's terminal, shown in the tool call, its output to the model", async () => {
+acpTest("a command runs in the client's terminal, shown in the tool call, its output to the model", async ({ connect }) => {
   const server = await ModelServer.start();
   const term = terminals();
-  const { c, root, sessionId } = await session(server, term);
+  const { c, root, sessionId } = await session(connect, server, term);
   try {
     server.push(toolCalls([["t1", "exec_command", { cmd: "echo from-the-terminal; touch ran; exit 3" }]]), text("Ran."));
     assert.equal((await c.prompt(sessionId, "run it")).stopReason, "end_turn");
@@ -116,10 +115,10 @@ test("a command runs in the client's terminal, shown in the tool call, its outpu
   }
 });
 
-test("session/cancel kills the command in the client's terminal and releases it", async () => {
+acpTest("session/cancel kills the command in the client's terminal and releases it", async ({ connect }) => {
   const server = await ModelServer.start();
   const term = terminals();
-  const { c, sessionId } = await session(server, term);
+  const { c, sessionId } = await session(connect, server, term);
   try {
     server.push(toolCalls([["t1", "exec_command", { cmd: "sleep 30" }]]));
     const prompt = c.prompt(sessionId, "wait");
@@ -135,10 +134,10 @@ test("session/cancel kills the command in the client's terminal and releases it"
   }
 });
 
-test("the timeout still holds in the client's terminal", async () => {
+acpTest("the timeout still holds in the client's terminal", async ({ connect }) => {
   const server = await ModelServer.start();
   const term = terminals();
-  const { c, sessionId } = await session(server, term);
+  const { c, sessionId } = await session(connect, server, term);
   try {
     server.push(toolCalls([["t1", "exec_command", { cmd: "echo started; sleep 30", timeout_ms: 300 }]]), text("Too slow."));
     assert.equal((await c.prompt(sessionId, "wait")).stopReason, "end_turn");
@@ -151,10 +150,10 @@ test("the timeout still holds in the client's terminal", async () => {
   }
 });
 
-test("with the sandbox on, a command runs confined in the daemon, not in the client's terminal", async () => {
+acpTest("with the sandbox on, a command runs confined in the daemon, not in the client's terminal", async ({ connect }) => {
   const server = await ModelServer.start();
   const term = terminals();
-  const { c, root, sessionId } = await session(server, term, { sandbox: "workspace-write" });
+  const { c, root, sessionId } = await session(connect, server, term, { sandbox: "workspace-write" });
   try {
     server.push(toolCalls([["t1", "exec_command", { cmd: "echo confined; touch ran" }]]), text("Ran."));
     assert.equal((await c.prompt(sessionId, "run it")).stopReason, "end_turn");

@@ -4,10 +4,10 @@
 use serde_json::json;
 
 use super::{
-    answer_permission, auto_session, exec_call, offered_tools, requests_of, session_in,
+    answer_permission, auto_session, config_for, exec_call, offered_tools, requests_of, session_in,
     tool_result, PERMISSION,
 };
-use crate::support::client::EditorOptions;
+use crate::support::client::{Editor, EditorOptions};
 use crate::support::model_server::{openai, ModelServer, RecordedRequest};
 
 fn assert_no_acting_tools(request: &RecordedRequest) {
@@ -105,4 +105,43 @@ async fn set_mode_with_an_unknown_mode_is_invalid_params() {
         .as_str()
         .unwrap()
         .contains("yolo"));
+}
+
+#[tokio::test]
+async fn new_and_loaded_sessions_answer_with_the_mode_they_are_in() {
+    let server = ModelServer::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let mut editor = Editor::spawn().await;
+    editor.initialize(root.path()).await;
+    let response = editor
+        .request(
+            "tandem/newSession",
+            json!({"config": config_for(&server, "read-only")}),
+        )
+        .await;
+    assert_eq!(response["result"]["mode"], "read-only", "{response}");
+    let session = response["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // A change made later is the one a reload starts in, not the config's.
+    editor
+        .request(
+            "tandem/setMode",
+            json!({"sessionId": session, "mode": "auto"}),
+        )
+        .await;
+    let home = editor.home.clone();
+    editor.shutdown_and_exit().await;
+    let mut editor = Editor::spawn_with(EditorOptions {
+        home: Some(home),
+        ..EditorOptions::default()
+    })
+    .await;
+    editor.initialize(root.path()).await;
+    let response = editor
+        .request("tandem/loadSession", json!({"sessionId": session}))
+        .await;
+    assert_eq!(response["result"]["mode"], "auto", "{response}");
 }

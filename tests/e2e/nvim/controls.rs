@@ -125,3 +125,28 @@ T.put('chat', T.chat_lines())
         got.text("chat")
     );
 }
+
+#[tokio::test]
+async fn the_statusline_shows_the_mode_the_daemon_resolved_when_setup_names_none() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    server.push(openai::text(["ok"]));
+    let ws = Workspace::new();
+    // No mode in the plugin's options: the daemon's default decides.
+    let got = run(
+        &ws,
+        &server.session_config(),
+        r#"
+T.setup()
+T.put('before', require('tandem').statusline())
+vim.cmd('TandemPrompt hello')
+T.turn(1)
+T.put('after', require('tandem').statusline())
+"#,
+    )
+    .await;
+    assert_eq!(got.get("before"), &json!(""));
+    assert_eq!(got.get("after"), &json!("tandem · review · idle · 15 tok"));
+}

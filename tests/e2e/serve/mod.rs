@@ -6,11 +6,13 @@ mod acp;
 mod attach;
 mod buffers;
 mod cancel;
+mod interleave;
 mod ordering;
 mod progress;
 mod requests;
 mod security;
 mod shim;
+mod shim_stdout;
 mod slow_window;
 mod tasks;
 
@@ -279,9 +281,11 @@ impl Ws {
     }
 
     pub async fn new_session(&mut self, config: Value) -> String {
+        let mode = config["approval"]["mode"].as_str().unwrap_or("review");
         let response = self
             .request("tandem/newSession", json!({"config": config}))
             .await;
+        assert_eq!(response["result"]["mode"], mode, "{response}");
         response["result"]["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("newSession failed: {response}"))

@@ -51,8 +51,10 @@ async fn window(home: &Arc<tempfile::TempDir>, root: &Path, model: &ModelServer)
 }
 
 struct Setup {
-    home: Arc<tempfile::TempDir>,
+    // Before `home`: fields drop in order, and the serve must be stopped
+    // while its home (serve.json) still exists.
     _stop: StopOnDrop,
+    home: Arc<tempfile::TempDir>,
     _dir: tempfile::TempDir,
     root: PathBuf,
     path: PathBuf,
@@ -273,11 +275,12 @@ async fn an_inline_edit_task_reads_the_asking_windows_unsaved_text_and_proposes_
         !a.updates_of(&session).iter().any(|u| u["turnId"] == "t1"),
         "A got a replay of B's task"
     );
-    let begin = a
-        .received
-        .iter()
-        .find(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "begin")
-        .expect("A got progress for its task");
+    // Progress begins once A has answered its create request, which may
+    // come after the updates above: read on until it has.
+    let begin = seen_or_next(&mut a, |m| {
+        m["method"] == "$/progress" && m["params"]["value"]["kind"] == "begin"
+    })
+    .await;
     assert_eq!(begin["params"]["value"]["title"], "Edit selection…");
     // B follows the session, yet the edit went to A alone.
     b.wait_update(&session, |u| {

@@ -207,12 +207,14 @@ async fn edit_while_the_user_types(change: (Value, &str)) -> (Fixture, Value, Op
             break message;
         }
     };
-    // The user types while the model waits for them.
-    fixture.change(&path, 2, change.0, change.1).await;
-    fixture
-        .editor
-        .send(&json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"answers": {"q": "42"}}}))
-        .await;
+    // The user types, then answers: one write, so the answer arrives right
+    // behind the change it must see.
+    let typed = json!({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+        "textDocument": {"uri": file_uri(&path), "version": 2},
+        "contentChanges": [{"range": change.0, "text": change.1}],
+    }});
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"answers": {"q": "42"}}});
+    fixture.editor.send_together(&[typed, answer]).await;
     let mut edit = None;
     let response = loop {
         let message = fixture.editor.next_message().await;

@@ -191,7 +191,8 @@ function M.setup(opts)
   end
   config.current = resolved
   state.setup = true
-  -- The mode until the daemon reports a change (it reports changes only).
+  -- The mode until the daemon names it (newSession's and loadSession's
+  -- answers, then current_mode_update).
   updates.status.mode = vim.tbl_get(resolved.session_config or {}, 'approval', 'mode')
     or vim.tbl_get(resolved.init_options or {}, 'approval', 'mode')
   client.set_handlers(handlers)

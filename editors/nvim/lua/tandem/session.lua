@@ -31,7 +31,11 @@ function M.ensure(fn)
     if err then
       return report(err)
     end
-    state.id = state.id or result.sessionId
+    if not state.id then
+      state.id = result.sessionId
+      -- The daemon's answer names the mode in force (its config.toml may set it).
+      require('tandem.updates').status.mode = result.mode
+    end
     fn(state.id)
   end)
 end
@@ -141,12 +145,13 @@ function M.load(id, on_loaded)
   chat.show(false)
   local updates = require('tandem.updates')
   updates.replaying[id] = true
-  client.request('tandem/loadSession', { sessionId = id }, function(err)
+  client.request('tandem/loadSession', { sessionId = id }, function(err, result)
     updates.replaying[id] = nil
     if err then
       return report(err)
     end
     state.id = id
+    updates.status.mode = result.mode
     chat.flush()
     vim.api.nvim_exec_autocmds('User', { pattern = 'TandemSessionLoaded', modeline = false, data = { sessionId = id } })
     if on_loaded then

@@ -61,7 +61,7 @@ export interface Transcript {
 
 /** Events that come from the extension, not the daemon. */
 export type LocalEvent =
-  | { local: 'session'; sessionId: string }
+  | { local: 'session'; sessionId: string; mode?: ApprovalMode }
   | { local: 'prompt_sent'; text: string; attachments: string[] }
   | { local: 'turn_running'; running: boolean }
   | { local: 'permission'; requestId: string; toolCallId: string; title: string; options: PermissionOption[] }
@@ -247,6 +247,8 @@ function applyLocal(t: Transcript, e: LocalEvent): void {
         t.lastUsage = undefined;
       }
       t.sessionId = e.sessionId;
+      // newSession and loadSession answer with the mode in force.
+      if (e.mode) t.mode = e.mode;
       t.rev++;
       break;
     case 'prompt_sent':
