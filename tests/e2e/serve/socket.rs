@@ -288,3 +288,29 @@ async fn a_home_too_long_for_a_socket_path_is_served_over_tcp_alone() {
     serve.start_kill().unwrap();
     let _ = serve.wait().await;
 }
+
+#[tokio::test]
+async fn a_client_on_the_socket_keeps_the_serve_from_idling_out_and_idle_exit_removes_it() {
+    let mut serve = Serve::start_with("[serve]\nidle_exit_secs = 0.3\n").await;
+    let path = socket_of(&serve);
+    let bearer = format!("Bearer {}", serve.token());
+    let (mut tx, rx) = handshake_unix(&path, &[("authorization", &bearer)])
+        .await
+        .expect("connect over the socket");
+    let connected_for = std::time::Instant::now();
+    poll_until("a second of connection", || {
+        connected_for.elapsed().as_millis() > 1000
+    })
+    .await;
+    assert!(
+        serve.child.try_wait().unwrap().is_none(),
+        "exited with a client connected over the socket"
+    );
+    let _ = tx.close().await;
+    drop((tx, rx));
+    assert!(serve.wait().await.success());
+    assert!(
+        std::fs::symlink_metadata(&path).is_err(),
+        "serve.sock outlived its serve"
+    );
+}
