@@ -10,7 +10,9 @@
 //! that completed the frame returned. Deltas are paced at 1,000/s.
 //!
 //! `cargo bench --bench serve_latency`; `TANDEM_BENCH_CHUNKS` (default
-//! 2000) and `TANDEM_BENCH_RUNS` (default 3, per path) scale it.
+//! 2000) and `TANDEM_BENCH_RUNS` (default 3, per path) scale it. The shim
+//! links to the serve over its Unix socket; `TANDEM_ATTACH_TCP=1` makes it
+//! take the loopback TCP port instead (to compare the two).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -65,6 +67,8 @@ async fn main() {
         });
     }
 
+    println!("serve + shim link: {}", shim_link(serve_home.path()));
+
     for run in 0..runs {
         for path in paths.iter_mut() {
             let offset = server.chunk_write_times().len();
@@ -114,4 +118,19 @@ async fn main() {
         .args(["serve", "--stop"])
         .env("TANDEM_HOME", serve_home.path())
         .status();
+}
+
+/// What the shim reaches the serve over: its Unix socket unless
+/// `TANDEM_ATTACH_TCP=1` (inherited by the shim) forces the TCP port.
+fn shim_link(home: &std::path::Path) -> String {
+    let socket = std::fs::read_to_string(home.join("serve.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|info| info["socket"].as_str().map(String::from));
+    let forced = std::env::var("TANDEM_ATTACH_TCP").is_ok_and(|v| v == "1");
+    match (socket, forced) {
+        (_, true) => "loopback TCP (TANDEM_ATTACH_TCP=1)".into(),
+        (Some(path), false) => format!("Unix socket {path}"),
+        (None, false) => "loopback TCP (the serve has no socket)".into(),
+    }
 }

@@ -1,23 +1,30 @@
 //! Reaching a running serve: read serve.json, open the WebSocket with the
-//! bearer token, start the serve if none runs.
+//! bearer token (over the serve's Unix socket when serve.json names one that
+//! exists, else over its loopback TCP port), start the serve if none runs.
 //!
 //! Invariant: the token goes from serve.json into the handshake header and
-//! nowhere else (never an argument, a URL or a log line).
+//! nowhere else (never an argument, a URL or a log line), and only over a
+//! socket owned by the home's owner and closed to everyone else.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use jsonrpsee::client_transport::ws::{
-    EitherStream, HeaderMap, HeaderValue, Url, WsTransportClientBuilder,
-};
+use jsonrpsee::client_transport::ws::{HeaderMap, HeaderValue, Url, WsTransportClientBuilder};
 use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSenderT};
 use serde_json::{json, Value};
 use tokio_util::compat::Compat;
 
 use super::state::{read_info, ServeInfo};
+use super::stream::Stream;
 
-pub type WsSender = jsonrpsee::client_transport::ws::Sender<Compat<EitherStream>>;
-pub type WsReceiver = jsonrpsee::client_transport::ws::Receiver<Compat<EitherStream>>;
+pub type WsSender = jsonrpsee::client_transport::ws::Sender<Compat<Stream>>;
+pub type WsReceiver = jsonrpsee::client_transport::ws::Receiver<Compat<Stream>>;
+
+/// Set to `1`, clients use the serve's TCP port even when it has a socket
+/// (to compare the two, or to rule the socket out).
+pub const FORCE_TCP_ENV: &str = "TANDEM_ATTACH_TCP";
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Opens a connection to the serve described by `info`.
 pub async fn connect(
@@ -28,15 +35,77 @@ pub async fn connect(
     let bearer = HeaderValue::from_str(&format!("Bearer {}", info.token))
         .map_err(|_| "serve.json holds a malformed token".to_string())?;
     headers.insert("authorization", bearer);
-    let url = Url::parse(&format!("ws://127.0.0.1:{}/", info.port)).map_err(|e| e.to_string())?;
+    let (stream, url) = open_stream(info).await?;
+    let transport = stream.transport().name();
+    let url = Url::parse(&url).map_err(|e| e.to_string())?;
     WsTransportClientBuilder::default()
         .set_headers(headers)
         .max_request_size(max_message_bytes)
         .max_response_size(max_message_bytes)
-        .connection_timeout(Duration::from_secs(5))
-        .build(url)
+        .connection_timeout(CONNECT_TIMEOUT)
+        .build_with_stream(url, stream)
         .await
-        .map_err(|e| format!("cannot connect to tandem serve on port {}: {e}", info.port))
+        .map_err(|e| {
+            format!(
+                "cannot connect to tandem serve (port {}, over {transport}): {e}",
+                info.port
+            )
+        })
+}
+
+/// The serve's socket if it has a usable one, else its TCP port; with the
+/// URL the handshake names (the serve does not read its host).
+async fn open_stream(info: &ServeInfo) -> Result<(Stream, String), String> {
+    if let Some(path) = usable_socket(info) {
+        match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::UnixStream::connect(&path)).await {
+            Ok(Ok(socket)) => return Ok((Stream::Unix(socket), "ws://localhost/".into())),
+            Ok(Err(e)) => tracing::warn!(
+                "cannot connect to {} ({e}); trying the TCP port",
+                path.display()
+            ),
+            Err(_) => tracing::warn!(
+                "connecting to {} timed out; trying the TCP port",
+                path.display()
+            ),
+        }
+    }
+    let socket = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        tokio::net::TcpStream::connect(("127.0.0.1", info.port)),
+    )
+    .await
+    .map_err(|_| format!("connecting to 127.0.0.1:{} timed out", info.port))?
+    .map_err(|e| format!("cannot connect to tandem serve on port {}: {e}", info.port))?;
+    let _ = socket.set_nodelay(true);
+    Ok((
+        Stream::Tcp(socket),
+        format!("ws://127.0.0.1:{}/", info.port),
+    ))
+}
+
+/// serve.json's socket, if it exists, is a socket, and belongs to the owner
+/// of the directory it is in with no access for anyone else; `None` (the
+/// TCP port) otherwise, or when [`FORCE_TCP_ENV`] says so.
+fn usable_socket(info: &ServeInfo) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    if std::env::var_os(FORCE_TCP_ENV).is_some_and(|v| v == "1") {
+        return None;
+    }
+    let path = info.socket.as_ref()?;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let dir_owner = path
+        .parent()
+        .and_then(|dir| std::fs::metadata(dir).ok())
+        .map(|m| m.uid());
+    if !meta.file_type().is_socket() || Some(meta.uid()) != dir_owner || meta.mode() & 0o077 != 0 {
+        tracing::warn!(
+            "{} is not a private socket of this user (mode {:o}); using the TCP port",
+            path.display(),
+            meta.mode() & 0o7777
+        );
+        return None;
+    }
+    Some(path.clone())
 }
 
 /// Connects to the running serve, starting one (this binary's `serve`) if

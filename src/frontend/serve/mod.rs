@@ -1,5 +1,6 @@
 //! `tandem serve`: one long-lived daemon for all of a user's editor
-//! windows, reached over jsonrpsee's WebSocket server on loopback.
+//! windows, reached over jsonrpsee's WebSocket server on loopback TCP and
+//! on the Unix socket `$TANDEM_HOME/serve.sock` (which the shims prefer).
 //!
 //! ```text
 //! editor ─stdio─► tandem lsp --attach (shim) ─ws + bearer─► auth ─► jsonrpsee ─► methods ─► Daemon
@@ -7,16 +8,17 @@
 //!                  tandem/attachSession subscription ◄── hub (EventSink, per-session bridges) ◄┘
 //! ```
 //!
-//! - `state` — serve.json and the lock; `auth` — the HTTP check in front
-//!   of every connection; `connection` — per-connection middleware;
+//! - `state` — serve.json and the lock; `listen` — the TCP and Unix
+//!   listeners and the socket file; `stream` — a connection over either;
+//!   `auth` — the HTTP check in front of every connection; `connection` — per-connection middleware;
 //!   `clients` — what each connection declared and its documents; `owners`
 //!   — whose turn each session runs; `hub` — who follows which session;
 //!   `progress` — `$/progress` for the clients that follow a turn; `relay`
 //!   — the shims' shared link (WebSocket and stdout on one thread); `methods` — the RPC module; `client` and
 //!   `shim` — the other end, run by `tandem lsp --attach`.
 //!
-//! Invariant: the serve binds 127.0.0.1 only, and nothing reaches a method
-//! without the token.
+//! Invariant: the serve binds 127.0.0.1 and its own 0600 socket only, and
+//! nothing reaches a method without the token, over either.
 
 pub mod acp_dialect;
 pub mod acp_shim;
@@ -26,6 +28,7 @@ pub mod client;
 pub mod clients;
 pub mod connection;
 pub mod hub;
+pub mod listen;
 pub mod methods;
 pub mod owners;
 pub mod progress;
@@ -33,6 +36,7 @@ pub mod relay;
 pub mod session_client;
 pub mod shim;
 pub mod state;
+pub mod stream;
 pub mod tasks;
 pub mod window_bridge;
 
@@ -103,7 +107,7 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
         RpcServiceBuilder::new()
             .layer_fn(move |service| PerConnection::new(service, hub.clone(), count.clone()))
     };
-    let server = Server::builder()
+    let services = Server::builder()
         .set_config(
             ServerConfig::builder()
                 .ws_only()
@@ -120,22 +124,58 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
             auth::Policy::new(&token, config.allowed_origins.clone()),
         )))
         .set_rpc_middleware(rpc)
-        .build("127.0.0.1:0")
+        // One builder for both listeners: one connection limit and one
+        // sequence of connection ids across them.
+        .to_service_builder();
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?;
-    let port = server
+    let port = tcp
         .local_addr()
         .map_err(|e| format!("cannot read the listening port: {e}"))?
         .port();
+    let unix = listen::bind_unix(&home);
 
     let stop = CancellationToken::new();
-    let module = methods::module(methods::Ctx {
+    let methods: jsonrpsee::Methods = methods::module(methods::Ctx {
         daemon: daemon.clone(),
         hub: hub.clone(),
         port,
         stop: stop.clone(),
+    })
+    .into();
+    let (stop_handle, handle) = jsonrpsee::server::stop_channel();
+    let serve_connection: listen::ServeConnection = {
+        let stop_handle = stop_handle.clone();
+        Arc::new(move |io: stream::Stream| {
+            let transport = io.transport().name();
+            tracing::info!(transport, "a client connected");
+            let service = services.clone().build(methods.clone(), stop_handle.clone());
+            let stopped = stop_handle.clone().shutdown();
+            Box::pin(async move {
+                if let Err(e) =
+                    jsonrpsee::server::serve_with_graceful_shutdown(io, service, stopped).await
+                {
+                    tracing::debug!(transport, "connection ended: {e}");
+                }
+            })
+        })
+    };
+    tokio::spawn(listen::accept_tcp(
+        tcp,
+        serve_connection.clone(),
+        stop_handle.clone(),
+    ));
+    let socket_file = unix.map(|(listener, file)| {
+        tokio::spawn(listen::accept_unix(
+            listener,
+            serve_connection,
+            stop_handle.clone(),
+        ));
+        file
     });
-    let handle = server.start(module);
+    drop(stop_handle);
+    let socket = socket_file.as_ref().map(|f| f.path().to_path_buf());
     let pid = std::process::id();
     state::write_info(
         &home,
@@ -144,10 +184,16 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
             pid,
             token,
             version: env!("CARGO_PKG_VERSION").to_string(),
+            socket: socket.clone(),
         },
     )
     .map_err(|e| e.to_string())?;
-    tracing::info!(port, pid, "tandem serve listening on 127.0.0.1");
+    tracing::info!(
+        port,
+        pid,
+        socket = socket.as_ref().map(|p| p.display().to_string()),
+        "tandem serve listening on 127.0.0.1"
+    );
 
     let why = tokio::select! {
         _ = stop.cancelled() => "stop requested",
@@ -159,6 +205,7 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
     let _ = handle.stop();
     daemon.shutdown().await;
     let _ = tokio::time::timeout(Duration::from_secs(2), handle.stopped()).await;
+    drop(socket_file);
     Ok(())
 }
 

@@ -1,5 +1,5 @@
 //! What a running serve leaves on disk for its clients: `serve.json` (port,
-//! pid, token, version) and the lock that keeps a second serve out.
+//! pid, token, version, socket) and the lock that keeps a second serve out.
 //!
 //! Invariant: the token is only ever written to a file of mode 0600 in a
 //! directory no one else can write to; a serve.json or home that others
@@ -20,6 +20,10 @@ pub struct ServeInfo {
     /// 64 hex digits (256 random bits).
     pub token: String,
     pub version: String,
+    /// The Unix socket the serve also listens on (`$TANDEM_HOME/serve.sock`);
+    /// absent when it could not make one (the path too long for a socket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<PathBuf>,
 }
 
 /// Why the serve's state cannot be used.
@@ -195,6 +199,7 @@ mod tests {
             pid: std::process::id(),
             token: "ab".repeat(32),
             version: "0.1.0".into(),
+            socket: Some(PathBuf::from("/run/home/serve.sock")),
         }
     }
 

@@ -14,6 +14,7 @@ mod security;
 mod shim;
 mod shim_stdout;
 mod slow_window;
+mod socket;
 mod tasks;
 
 use std::path::{Path, PathBuf};
