@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{client_fs, elicitation, terminal};
+use super::elicitation;
+use super::facilities::Facilities;
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::OutboundQueue;
 use crate::vocab::bridge::{
@@ -70,6 +71,15 @@ impl AcpClient {
     fn capabilities(&self) -> AcpCapabilities {
         *self.capabilities.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    fn own(&self) -> Facilities<'_> {
+        Facilities {
+            offered: self.facilities(),
+            outgoing: &self.outgoing,
+            queue: &self.out,
+            update_method: "session/update",
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -119,10 +129,7 @@ impl ClientBridge for AcpClient {
         file: ClientFile,
         cancel: &CancellationToken,
     ) -> BridgeOutcome<String> {
-        if !self.capabilities().read_text_file {
-            return BridgeOutcome::Unavailable("the client cannot read files".to_string());
-        }
-        client_fs::read(&self.outgoing, file, cancel).await
+        self.own().read(file, cancel).await
     }
 
     async fn write_text_file(
@@ -131,10 +138,7 @@ impl ClientBridge for AcpClient {
         text: String,
         cancel: &CancellationToken,
     ) -> BridgeOutcome<()> {
-        if !self.capabilities().write_text_file {
-            return BridgeOutcome::Unavailable("the client cannot write files".to_string());
-        }
-        client_fs::write(&self.outgoing, file, text, cancel).await
+        self.own().write(file, text, cancel).await
     }
 
     async fn run_in_terminal(
@@ -142,16 +146,6 @@ impl ClientBridge for AcpClient {
         command: TerminalCommand,
         cancel: &CancellationToken,
     ) -> BridgeOutcome<TerminalRun> {
-        if !self.capabilities().terminal {
-            return BridgeOutcome::Unavailable("the client has no terminal".to_string());
-        }
-        terminal::run(
-            self.outgoing.clone(),
-            self.out.clone(),
-            "session/update",
-            command,
-            cancel,
-        )
-        .await
+        self.own().run(command, cancel).await
     }
 }

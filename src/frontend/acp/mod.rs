@@ -21,6 +21,7 @@ mod client;
 pub(crate) mod client_fs;
 pub(crate) mod commands;
 pub(crate) mod elicitation;
+pub(crate) mod facilities;
 pub(crate) mod mapping;
 pub(crate) mod modes;
 pub(crate) mod session;

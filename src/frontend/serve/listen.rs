@@ -107,36 +107,37 @@ fn bind_at(tmp: &Path, path: &Path) -> std::io::Result<(UnixListener, SocketFile
     ))
 }
 
-/// Accepts on the TCP port until the serve stops.
-pub async fn accept_tcp(listener: TcpListener, serve: ServeConnection, stop: StopHandle) {
-    let stopped = stop.shutdown();
-    tokio::pin!(stopped);
-    loop {
-        tokio::select! {
-            _ = &mut stopped => return,
-            accepted = listener.accept() => match accepted {
-                Ok((socket, _)) => {
-                    // As jsonrpsee's own server does: a chunk's frame goes
-                    // out now, not after the next one.
-                    let _ = socket.set_nodelay(true);
-                    tokio::spawn(serve(Stream::Tcp(socket)));
-                }
-                Err(e) => accept_failed(e).await,
-            },
+/// One of the serve's two listeners.
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+impl Listener {
+    async fn accept(&self) -> std::io::Result<Stream> {
+        match self {
+            Listener::Tcp(listener) => {
+                let (socket, _) = listener.accept().await?;
+                // As jsonrpsee's own server does: a chunk's frame goes out
+                // now, not after the next one.
+                let _ = socket.set_nodelay(true);
+                Ok(Stream::Tcp(socket))
+            }
+            Listener::Unix(listener) => Ok(Stream::Unix(listener.accept().await?.0)),
         }
     }
 }
 
-/// Accepts on the Unix socket until the serve stops.
-pub async fn accept_unix(listener: UnixListener, serve: ServeConnection, stop: StopHandle) {
+/// Accepts on `listener` until the serve stops.
+pub async fn accept(listener: Listener, serve: ServeConnection, stop: StopHandle) {
     let stopped = stop.shutdown();
     tokio::pin!(stopped);
     loop {
         tokio::select! {
             _ = &mut stopped => return,
             accepted = listener.accept() => match accepted {
-                Ok((socket, _)) => {
-                    tokio::spawn(serve(Stream::Unix(socket)));
+                Ok(stream) => {
+                    tokio::spawn(serve(stream));
                 }
                 Err(e) => accept_failed(e).await,
             },

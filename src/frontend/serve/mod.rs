@@ -161,14 +161,14 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
             })
         })
     };
-    tokio::spawn(listen::accept_tcp(
-        tcp,
+    tokio::spawn(listen::accept(
+        listen::Listener::Tcp(tcp),
         serve_connection.clone(),
         stop_handle.clone(),
     ));
     let socket_file = unix.map(|(listener, file)| {
-        tokio::spawn(listen::accept_unix(
-            listener,
+        tokio::spawn(listen::accept(
+            listen::Listener::Unix(listener),
             serve_connection,
             stop_handle.clone(),
         ));

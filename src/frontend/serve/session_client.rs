@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::frontend::acp::{client_fs, terminal};
+use crate::frontend::acp::facilities::Facilities;
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::OutboundQueue;
 use crate::vocab::bridge::{
@@ -59,6 +59,16 @@ impl SessionClient {
     pub fn set_facilities(&self, facilities: ClientFacilities) {
         *self.facilities.lock().unwrap_or_else(|e| e.into_inner()) = facilities;
     }
+
+    /// The facilities of the client that owns the turn.
+    fn owners(&self) -> Facilities<'_> {
+        Facilities {
+            offered: self.facilities(),
+            outgoing: &self.outgoing,
+            queue: &self.queue,
+            update_method: "tandem/update",
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -76,10 +86,7 @@ impl ClientBridge for SessionClient {
         file: ClientFile,
         cancel: &CancellationToken,
     ) -> BridgeOutcome<String> {
-        if !self.facilities().read_text_file {
-            return BridgeOutcome::Unavailable("the client cannot read files".to_string());
-        }
-        client_fs::read(&self.outgoing, file, cancel).await
+        self.owners().read(file, cancel).await
     }
 
     async fn write_text_file(
@@ -88,10 +95,7 @@ impl ClientBridge for SessionClient {
         text: String,
         cancel: &CancellationToken,
     ) -> BridgeOutcome<()> {
-        if !self.facilities().write_text_file {
-            return BridgeOutcome::Unavailable("the client cannot write files".to_string());
-        }
-        client_fs::write(&self.outgoing, file, text, cancel).await
+        self.owners().write(file, text, cancel).await
     }
 
     async fn run_in_terminal(
@@ -99,17 +103,7 @@ impl ClientBridge for SessionClient {
         command: TerminalCommand,
         cancel: &CancellationToken,
     ) -> BridgeOutcome<TerminalRun> {
-        if !self.facilities().terminal {
-            return BridgeOutcome::Unavailable("the client has no terminal".to_string());
-        }
-        terminal::run(
-            self.outgoing.clone(),
-            self.queue.clone(),
-            "tandem/update",
-            command,
-            cancel,
-        )
-        .await
+        self.owners().run(command, cancel).await
     }
 
     async fn request_permission(

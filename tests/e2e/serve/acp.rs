@@ -7,19 +7,16 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{log_lines, poll_until, read_serve_json, StopOnDrop};
-use crate::acp::{agent_text_of, update_kinds, AcpClient};
+use crate::acp::{
+    a_turn_with_a_permission_prompt, agent_text_of, permission_turn, update_kinds, AcpClient,
+};
 use crate::support::model_server::openai::{delta, ending};
 use crate::support::model_server::{openai, ModelServer, Reply, SseStep};
 
 #[tokio::test]
 async fn acp_attach_runs_a_turn_with_a_permission_prompt_in_the_serve() {
     let server = ModelServer::start().await;
-    server.push(openai::tool_calls(&[(
-        "c1",
-        "exec_command",
-        r#"{"cmd":"touch made"}"#,
-    )]));
-    server.push(openai::text(["Made ", "it."]));
+    permission_turn(&server);
     let root = tempfile::tempdir().unwrap();
     let mut client = AcpClient::spawn(&["acp", "--attach"], &server).await;
     let _stop = StopOnDrop(client.home().to_path_buf());
@@ -35,17 +32,7 @@ async fn acp_attach_runs_a_turn_with_a_permission_prompt_in_the_serve() {
         init["result"]["agentCapabilities"]["loadSession"], true,
         "{init}"
     );
-    let (new, _) = client
-        .request(
-            "session/new",
-            json!({"cwd": root.path(), "mcpServers": []}),
-            "",
-        )
-        .await;
-    let session = new["result"]["sessionId"]
-        .as_str()
-        .expect("sessionId")
-        .to_string();
+    let (new, session) = client.new_session(root.path()).await;
     assert_eq!(new["result"]["modes"]["currentModeId"], "review", "{new}");
     // As from `tandem acp`: the slash commands follow the answer.
     let commands = client
@@ -57,30 +44,7 @@ async fn acp_attach_runs_a_turn_with_a_permission_prompt_in_the_serve() {
         "the shim started a serve"
     );
 
-    let (response, before) = client
-        .request(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": "make a file"}]}),
-            "allow_once",
-        )
-        .await;
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    assert!(root.path().join("made").exists(), "the allowed command ran");
-    let permission = before
-        .iter()
-        .find(|m| m["method"] == "session/request_permission")
-        .expect("a permission request");
-    assert_eq!(permission["params"]["toolCall"]["toolCallId"], "c1");
-    let kinds = update_kinds(&before);
-    assert_eq!(kinds[0], "user_message_chunk", "{kinds:?}");
-    assert!(!kinds.iter().any(|k| k == "available_commands_update"));
-    assert!(
-        !kinds
-            .iter()
-            .any(|k| k == "turn_end" || k == "usage" || k == "input_status"),
-        "{kinds:?}"
-    );
-    assert_eq!(agent_text_of(&before), "Made it.");
+    a_turn_with_a_permission_prompt(&mut client, root.path(), &session).await;
 
     // A failed turn is an error, as in `tandem acp`.
     server.push(openai::error(401, "bad key"));
@@ -120,14 +84,7 @@ async fn a_turn_outlives_a_killed_acp_shim_and_a_new_one_loads_its_replay_then_t
     let home = first.shared_home();
     let _stop = StopOnDrop(home.path().to_path_buf());
     first.request("initialize", init.clone(), "").await;
-    let (new, _) = first
-        .request(
-            "session/new",
-            json!({"cwd": root.path(), "mcpServers": []}),
-            "",
-        )
-        .await;
-    let session = new["result"]["sessionId"].as_str().unwrap().to_string();
+    let (_, session) = first.new_session(root.path()).await;
     first
         .start_request(
             "session/prompt",
@@ -212,14 +169,7 @@ async fn a_read_waiting_on_a_killed_acp_shim_fails_and_the_turn_goes_on() {
             "",
         )
         .await;
-    let (new, _) = client
-        .request(
-            "session/new",
-            json!({"cwd": root.path(), "mcpServers": []}),
-            "",
-        )
-        .await;
-    let session = new["result"]["sessionId"].as_str().unwrap().to_string();
+    let (_, session) = client.new_session(root.path()).await;
     client
         .start_request(
             "session/prompt",
