@@ -69,6 +69,21 @@ pub fn read_serve_json(home: &Path) -> Option<Value> {
     serde_json::from_str(&text).ok()
 }
 
+/// `tandem serve` on `home` with `TANDEM_LOG` set to `filter`, its
+/// stderr in the file `stderr`, killed when dropped.
+pub fn spawn_serve(home: &Path, stderr: &Path, filter: &str) -> tokio::process::Child {
+    let stderr = std::fs::File::create(stderr).expect("stderr file");
+    serve_command(home)
+        .env("TANDEM_LOG", filter)
+        .arg("serve")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn tandem serve")
+}
+
 impl Serve {
     /// Starts a serve in a fresh home (with `config_toml` as its
     /// config.toml) and waits for its serve.json.
@@ -88,16 +103,7 @@ impl Serve {
 
     /// With `TANDEM_LOG` set to `filter`.
     pub async fn start_logging(home: Arc<tempfile::TempDir>, filter: &str) -> Serve {
-        let stderr = std::fs::File::create(home.path().join("serve.stderr")).expect("stderr file");
-        let child = serve_command(home.path())
-            .env("TANDEM_LOG", filter)
-            .arg("serve")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn tandem serve");
+        let child = spawn_serve(home.path(), &home.path().join("serve.stderr"), filter);
         let path = home.path().to_path_buf();
         poll_until("serve.json", || read_serve_json(&path).is_some()).await;
         let info = read_serve_json(home.path()).expect("serve.json");

@@ -5,7 +5,6 @@
 use std::collections::HashSet;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use jsonrpsee::client_transport::ws::{
     HeaderMap, HeaderValue, Url, WsHandshakeError, WsTransportClientBuilder,
@@ -14,7 +13,9 @@ use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSend
 use serde_json::{json, Value};
 use tokio_util::compat::Compat;
 
-use super::{attach_options, poll_until, read_serve_json, serve_command, Serve, StopOnDrop};
+use super::{
+    attach_options, poll_until, read_serve_json, serve_command, spawn_serve, Serve, StopOnDrop,
+};
 use crate::support::client::{Editor, WAIT};
 
 /// The inodes of the sockets process `pid` has open.
@@ -223,15 +224,7 @@ async fn a_socket_left_by_a_killed_serve_does_not_stop_a_new_one_and_stop_remove
     assert!(std::fs::symlink_metadata(&path).is_ok());
     assert!(tokio::net::UnixStream::connect(&path).await.is_err());
 
-    let stderr = std::fs::File::create(home.path().join("serve2.stderr")).unwrap();
-    let mut second = serve_command(home.path())
-        .arg("serve")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut second = spawn_serve(home.path(), &home.path().join("serve2.stderr"), "debug");
     let pid = second.id().unwrap();
     poll_until("the second serve's serve.json", || {
         read_serve_json(home.path()).is_some_and(|info| info["pid"] == pid)
@@ -264,15 +257,7 @@ async fn a_home_too_long_for_a_socket_path_is_served_over_tcp_alone() {
     let home = base.path().join("h".repeat(110));
     std::fs::create_dir(&home).unwrap();
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let stderr = std::fs::File::create(base.path().join("serve.stderr")).unwrap();
-    let mut serve = serve_command(&home)
-        .arg("serve")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut serve = spawn_serve(&home, &base.path().join("serve.stderr"), "debug");
     poll_until("serve.json", || read_serve_json(&home).is_some()).await;
     let info = read_serve_json(&home).unwrap();
     assert!(info.get("socket").is_none(), "{info}");
