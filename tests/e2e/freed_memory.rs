@@ -105,7 +105,7 @@ fn thread_arenas(pid: u32) -> usize {
         })
         .collect();
     (0..anon.len())
-        .filter(|&i| anon[i].0 % HEAP_MAX == 0)
+        .filter(|&i| anon[i].0.is_multiple_of(HEAP_MAX))
         .filter(|&i| {
             // The region: this mapping and the ones right after it.
             let mut end = anon[i].1;
