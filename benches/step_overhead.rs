@@ -526,12 +526,13 @@ async fn small_session(server: &Arc<ModelServer>, home: &Path) -> String {
 /// The release binary loads the session in `home` and answers one prompt
 /// in it: (RSS before loading, after loading, after the answer, the body
 /// it sent). Then, in a second daemon warmed by loading and prompting a
-/// small session first, what the large one adds to that (printed).
+/// small session first, what the large one adds to that (printed, and
+/// returned last).
 async fn daemon_rss(
     server: &Arc<ModelServer>,
     home: &Path,
     session_id: &str,
-) -> (usize, usize, usize, usize) {
+) -> (usize, usize, usize, usize, usize) {
     let measured = cold_daemon_rss(server, home, session_id).await;
     let small = small_session(server, home).await;
     let root = tempfile::tempdir().expect("workspace");
@@ -552,6 +553,7 @@ async fn daemon_rss(
         settled_rss(pid).await;
         after.push(rss_parts(pid));
     }
+    probe_heap(pid, home);
     let ((warm, warm_anon, warm_file), (held, held_anon, held_file)) = (after[0], after[1]);
     println!(
         "  warm daemon (a small session loaded and prompted first): RSS {} MB, then {} MB holding the 5,000-message session after a prompt: +{} MB = +{} MB anonymous + {} MB of the binary ({:.2}x the request)",
@@ -563,7 +565,40 @@ async fn daemon_rss(
         held.saturating_sub(warm) as f64 / measured.3 as f64
     );
     editor.shutdown().await;
-    measured
+    let (idle, after_load, cold_held, body) = measured;
+    (idle, after_load, cold_held, body, held.saturating_sub(warm))
+}
+
+/// `TANDEM_BENCH_TRIM=1`: how much of the daemon's heap is in use and how
+/// much the allocator holds free, by gdb calling `malloc_stats()` (its
+/// output goes to the daemon's stderr log, printed here) and then
+/// `malloc_trim(0)` in the daemon.
+fn probe_heap(pid: u32, home: &Path) {
+    if !std::env::var("TANDEM_BENCH_TRIM").is_ok_and(|v| v == "1") {
+        return;
+    }
+    let stderr = home.join("stderr.log");
+    let seen = std::fs::metadata(&stderr).map_or(0, |m| m.len() as usize);
+    let probed = std::process::Command::new("gdb")
+        .args(["-p", &pid.to_string(), "-batch"])
+        .args(["-ex", "call (void)malloc_stats()"])
+        .args(["-ex", "call (int)malloc_trim(0)"])
+        .output();
+    match probed {
+        Ok(out) if out.status.success() => {
+            let log = std::fs::read(&stderr).unwrap_or_default();
+            let stats = String::from_utf8_lossy(log.get(seen..).unwrap_or_default());
+            let lines: Vec<&str> = stats.lines().map(str::trim).collect();
+            println!("    malloc_stats: {}", lines.join("; "));
+            let (all, anon, _) = rss_parts(pid);
+            println!(
+                "  after malloc_trim(0) in the daemon: RSS {} MB ({} MB anonymous)",
+                mb(all),
+                mb(anon)
+            );
+        }
+        _ => println!("  TANDEM_BENCH_TRIM: gdb could not attach; not measured"),
+    }
 }
 
 /// [`daemon_rss`]'s measurement in a fresh daemon.
@@ -601,26 +636,7 @@ async fn cold_daemon_rss(
     editor.prompt(session_id, "one more").await;
     let held = settled_rss(pid).await;
     show("holding the session after a prompt");
-    // `TANDEM_BENCH_TRIM=1`: how much of it the allocator holds free, by
-    // asking glibc to return it (gdb calls `malloc_trim(0)` in the daemon).
-    if std::env::var("TANDEM_BENCH_TRIM").is_ok_and(|v| v == "1") {
-        let trimmed = std::process::Command::new("gdb")
-            .args([
-                "-p",
-                &pid.to_string(),
-                "-batch",
-                "-ex",
-                "call (int)malloc_trim(0)",
-            ])
-            .output();
-        match trimmed {
-            Ok(out) if out.status.success() => println!(
-                "  after malloc_trim(0) in the daemon: RSS {} MB",
-                mb(rss_bytes(pid))
-            ),
-            _ => println!("  TANDEM_BENCH_TRIM: gdb could not attach; not measured"),
-        }
-    }
+    probe_heap(pid, home);
     let body = server.requests()[before..]
         .last()
         .expect("the prompt reached the model server")
@@ -718,7 +734,7 @@ async fn main() {
             .join("sessions")
             .join(format!("{}.jsonl", scenario.session_id));
         let log_bytes = std::fs::metadata(&log_path).map_or(0, |m| m.len() as usize);
-        let (idle, after_load, held, body) =
+        let (idle, after_load, held, body, warm_growth) =
             daemon_rss(&server, scenario.home.path(), &scenario.session_id).await;
         println!(
             "memory, release binary: RSS {} MB idle, {} MB after loadSession, {} MB holding the 5,000-message session (+{} MB) after a request of {} MB (its log: {} MB)",
@@ -734,6 +750,12 @@ async fn main() {
             &format!("{:.2}x", held.saturating_sub(idle) as f64 / body as f64),
             "< 2x",
             held.saturating_sub(idle) < 2 * body,
+        );
+        verdict(
+            "the same, in a warm daemon (its code already paged in by a small session)",
+            &format!("{:.2}x", warm_growth as f64 / body as f64),
+            "< 2x",
+            warm_growth < 2 * body,
         );
     }
     let median = |t: usize| {

@@ -280,6 +280,8 @@ fn runtime_for(command: &Option<Command>) -> std::io::Result<tokio::runtime::Run
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts (the runtime's, the stdout writer).
+    tandem::frontend::use_one_heap();
     let cli = Cli::parse();
     init_tracing();
     let runtime = match runtime_for(&cli.command) {

@@ -5,6 +5,16 @@
 //! daemon's RSS counts it for as long as the daemon runs; `malloc_trim`
 //! returns it.
 //!
+//! One heap for every thread ([`use_one_heap`], set before any thread
+//! starts): by default glibc gives each thread that allocates an arena of
+//! its own (up to 8 per core), and a loaded session's pieces end up spread
+//! over several of them, mixed with what each thread freed; a trim can
+//! only return whole free pages, so what the daemon held after a load and
+//! a prompt varied by 2-5 MB from run to run. With one arena the live
+//! pieces pack into fewer pages and the figure is steady (BENCHMARKS.md
+//! §2). Small allocations still come from each thread's own cache without
+//! a lock.
+//!
 //! Invariant: a trim never runs on a step's path. It is asked for
 //! ([`trim_when_idle`]) after a load and at a turn's end, and runs on the
 //! stdout writer's thread once everything queued before it is written, so
@@ -19,6 +29,19 @@ const WORTH_TRIMMING: usize = 1 << 20;
 
 /// Set when a trim is wanted; taken by the stdout writer when idle.
 static TRIM_WANTED: AtomicBool = AtomicBool::new(false);
+
+/// Makes every thread allocate from the one main heap instead of an arena
+/// of its own (glibc only; elsewhere nothing to do). Called first thing
+/// in `main`, before the runtime starts any thread: an arena a thread
+/// already has stays.
+pub fn use_one_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets the allocator's parameter; no thread
+    // allocates concurrently this early.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
 
 /// Asks for freed memory to go back to the OS once the stdout writer has
 /// written what is queued (after a session's load, at a turn's end).

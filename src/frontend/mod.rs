@@ -8,6 +8,7 @@ mod coalesce;
 pub mod exec;
 pub mod lsp;
 mod memory;
+pub use self::memory::use_one_heap;
 mod sandbox_info;
 pub mod serve;
 mod stdout;

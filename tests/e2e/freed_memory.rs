@@ -1,6 +1,7 @@
 //! The daemon gives freed memory back to the OS after a turn and after a
 //! session's load, through the real binary: the debug log says when it
-//! did, with how much the allocator held free.
+//! did, with how much the allocator held free. And its threads allocate
+//! from one heap, not an arena each.
 
 use std::time::{Duration, Instant};
 
@@ -83,4 +84,58 @@ async fn a_small_turn_keeps_its_little_freed_memory() {
     let log = editor.stderr();
     assert!(log.contains("freed memory kept"), "stderr:\n{log}");
     assert!(!log.contains(RETURNED), "stderr:\n{log}");
+}
+
+/// The heaps glibc made for threads besides the main one: each is a 64 MB
+/// region aligned to 64 MB (what it uses readable, the rest reserved), in
+/// the process's memory map.
+fn thread_arenas(pid: u32) -> usize {
+    const HEAP_MAX: u64 = 64 << 20;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("/proc maps");
+    // (start, end) of the anonymous mappings, in address order.
+    let anon: Vec<(u64, u64)> = maps
+        .lines()
+        .filter(|l| l.split_whitespace().nth(5).is_none())
+        .filter_map(|l| {
+            let (start, end) = l.split_whitespace().next()?.split_once('-')?;
+            Some((
+                u64::from_str_radix(start, 16).ok()?,
+                u64::from_str_radix(end, 16).ok()?,
+            ))
+        })
+        .collect();
+    (0..anon.len())
+        .filter(|&i| anon[i].0.is_multiple_of(HEAP_MAX))
+        .filter(|&i| {
+            // The region: this mapping and the ones right after it.
+            let mut end = anon[i].1;
+            for next in &anon[i + 1..] {
+                if next.0 != end || end - anon[i].0 >= HEAP_MAX {
+                    break;
+                }
+                end = next.1;
+            }
+            end - anon[i].0 == HEAP_MAX
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn every_thread_of_the_daemon_allocates_from_one_heap() {
+    let server = ModelServer::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let mut editor = Editor::spawn().await;
+    editor.initialize(root.path()).await;
+    let session = editor.new_session(server.session_config()).await;
+    // A turn allocates on the runtime's workers, the stdout writer and the
+    // blocking pool (the log's fsync).
+    server.push(openai::text(["ok"]));
+    let (receipt, _) = editor.prompt(&session, "hi").await;
+    assert!(receipt.get("result").is_some(), "{receipt}");
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", editor.pid())).unwrap();
+    assert_eq!(
+        thread_arenas(editor.pid()),
+        0,
+        "a thread made a heap of its own; the memory map:\n{maps}"
+    );
 }
