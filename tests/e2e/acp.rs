@@ -30,16 +30,27 @@ impl AcpClient {
         server: &ModelServer,
         home: std::sync::Arc<tempfile::TempDir>,
     ) -> AcpClient {
+        AcpClient::spawn_logging(args, server, home, "warn", Stdio::null()).await
+    }
+
+    /// With `TANDEM_LOG` set to `filter` and its stderr to `stderr`.
+    pub(crate) async fn spawn_logging(
+        args: &[&str],
+        server: &ModelServer,
+        home: std::sync::Arc<tempfile::TempDir>,
+        filter: &str,
+        stderr: impl Into<Stdio>,
+    ) -> AcpClient {
         let mut child = tokio::process::Command::new(tandem_bin())
             .args(args)
             .env("TANDEM_HOME", home.path())
             .env("TANDEM_BASE_URL", server.base_url())
             .env("TANDEM_MODEL", "scripted-model")
-            .env("TANDEM_LOG", "warn")
+            .env("TANDEM_LOG", filter)
             .env("TANDEM_FSYNC", "0")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
             .unwrap();

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::acp::AcpClient;
 use crate::support::client::{Editor, EditorOptions};
 use crate::support::model_server::{openai, ModelServer};
 
@@ -65,6 +66,69 @@ async fn a_turn_and_a_load_that_freed_megabytes_give_them_back() {
         "one trim after the load; stderr:\n{}",
         loader.stderr()
     );
+}
+
+#[tokio::test]
+async fn tandem_acp_gives_back_what_a_turn_and_a_load_freed() {
+    let server = ModelServer::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let home = std::sync::Arc::new(tempfile::tempdir().unwrap());
+    let log = |name: &str| home.path().join(name);
+    let spawn = |name: &str| {
+        let stderr = std::fs::File::create(log(name)).unwrap();
+        AcpClient::spawn_logging(&["acp"], &server, home.clone(), "debug", stderr)
+    };
+    let count = |name: &str| {
+        std::fs::read_to_string(log(name))
+            .unwrap_or_default()
+            .matches(RETURNED)
+            .count()
+    };
+    let init = json!({"protocolVersion": 1, "clientCapabilities": {}});
+
+    let mut client = spawn("first.stderr").await;
+    client.request("initialize", init.clone(), "").await;
+    let (_, session) = client.new_session(root.path()).await;
+    let answer = "x".repeat(4 << 20);
+    server.push(openai::text([answer.as_str()]));
+    let (reply, _) = client
+        .request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "write a lot"}]}),
+            "",
+        )
+        .await;
+    assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
+    poll_count("one trim after the turn", || count("first.stderr"), 1).await;
+    client.kill().await;
+
+    let mut loader = spawn("second.stderr").await;
+    loader.request("initialize", init, "").await;
+    let before = count("second.stderr");
+    let (loaded, _) = loader
+        .request(
+            "session/load",
+            json!({"sessionId": session, "cwd": root.path(), "mcpServers": []}),
+            "",
+        )
+        .await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    poll_count(
+        "one trim after the load",
+        || count("second.stderr"),
+        before + 1,
+    )
+    .await;
+}
+
+/// Waits (at most 10 s) for `count` to reach `want`, then checks it did
+/// not pass it.
+async fn poll_count(what: &str, count: impl Fn() -> usize, want: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count() < want && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(count(), want, "{what}");
 }
 
 #[tokio::test]

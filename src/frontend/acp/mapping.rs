@@ -71,6 +71,11 @@ pub(super) fn chunk_notification(session_id: &str, event: &LoggedEvent) -> Optio
 
 impl EventSink for AcpSink {
     fn on_event(&self, session_id: &str, event: &LoggedEvent) {
+        if matches!(event.event, Event::TurnEnd { .. }) {
+            // The turn's request bodies are freed: the writer gives them
+            // back once the prompt's answer is written, as in `tandem lsp`.
+            crate::frontend::memory::trim_when_idle();
+        }
         if is_chunk(&event.event) {
             self.out.send_chunk(session_id, event);
             return;

@@ -116,7 +116,11 @@ impl Agent {
         } else {
             self.daemon.load_session(session_id)
         };
-        let (session, _) = loaded.map_err(|e| daemon_error(rid, e))?;
+        let (session, events) = loaded.map_err(|e| daemon_error(rid, e))?;
+        // The log's events are freed here, the replay's frames once
+        // written: give that memory back after them.
+        drop(events);
+        crate::frontend::memory::trim_when_idle();
         Ok(session_state(session.mode()))
     }
 
