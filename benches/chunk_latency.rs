@@ -9,11 +9,12 @@
 //! 1 ms apart. Delta `i` carries the text `"<i> "`, so it is matched to
 //! the i-th chunk write by its content (also when a loaded machine merged
 //! it with its neighbours into one `agent_message_chunk`). Both instants
-//! are taken in this process: the server's just before it writes the chunk to its socket (after the write would be too
-//! late: on loopback the daemon can read the chunk before the writing
-//! thread gets the CPU back), the editor's when the read that returned the
-//! frame's last byte came back. The daemon runs with its
-//! defaults (`TANDEM_FSYNC` unset: boundaries fsynced, chunks buffered).
+//! are taken in this process: the server's just before it writes the
+//! chunk to its socket (after the write would be too late: on loopback the
+//! daemon can read the chunk before the writing thread gets the CPU back),
+//! the editor's when the read that returned the frame's last byte came
+//! back. The daemon runs with its defaults (`TANDEM_FSYNC` unset:
+//! boundaries fsynced, chunks buffered).
 //!
 //! `cargo bench --bench chunk_latency`; `TANDEM_BENCH_CHUNKS` (default
 //! 2000) and `TANDEM_BENCH_RUNS` (default 3) scale it, and
