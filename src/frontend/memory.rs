@@ -79,6 +79,15 @@ pub(crate) fn return_freed_memory() -> bool {
     false
 }
 
+/// [`return_freed_memory`] on the blocking pool, for `tandem serve`: its
+/// one runtime thread writes every session's updates and must not wait
+/// for a trim (nothing to do outside a runtime).
+pub(crate) fn return_freed_memory_soon() {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn_blocking(return_freed_memory);
+    }
+}
+
 /// Bytes the allocator holds free in its heaps (every arena).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn free_heap_bytes() -> usize {

@@ -8,10 +8,12 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::acp::AcpClient;
+use crate::serve::Serve;
 use crate::support::client::{Editor, EditorOptions};
 use crate::support::model_server::{openai, ModelServer};
 
 const RETURNED: &str = "returned freed memory to the OS";
+const KEPT: &str = "freed memory kept";
 
 /// How many times the daemon's log says it returned freed memory, once
 /// that reaches `at_least` (the writer trims once idle, which may be just
@@ -121,6 +123,37 @@ async fn tandem_acp_gives_back_what_a_turn_and_a_load_freed() {
     .await;
 }
 
+#[tokio::test]
+async fn tandem_serve_gives_back_what_a_turn_and_an_attach_freed() {
+    let server = ModelServer::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let serve = Serve::start().await;
+    let count = || serve.stderr().matches(RETURNED).count();
+    let mut first = serve.client().await;
+    first.initialize(root.path(), json!({})).await;
+    let session = first.new_session(server.session_config()).await;
+    first.attach(&session).await;
+    // A 3 MB answer: its chunk, its message and their frames are freed by
+    // the turn's end, and read back from the log by the next attach.
+    let answer = "x".repeat(3 << 20);
+    server.push(openai::text([answer.as_str()]));
+    let id = first.start_prompt(&session, "write a lot").await;
+    let reply = first.response(id).await;
+    assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
+    poll_count("one trim after the turn", count, 1).await;
+
+    // A second window attaches: the log's events are dropped once its
+    // replay is out, not when it detaches, and a trim is considered then
+    // (the 3 MB pieces may have gone back to the OS when freed already:
+    // glibc maps pieces that large apart).
+    let considered = || count() + serve.stderr().matches(KEPT).count();
+    let before = considered();
+    let mut second = serve.client().await;
+    second.initialize(root.path(), json!({})).await;
+    assert!(second.attach(&session).await > 0);
+    poll_count("a trim considered after the replay", considered, before + 1).await;
+}
+
 /// Waits (at most 10 s) for `count` to reach `want`, then checks it did
 /// not pass it.
 async fn poll_count(what: &str, count: impl Fn() -> usize, want: usize) {
@@ -142,11 +175,11 @@ async fn a_small_turn_keeps_its_little_freed_memory() {
     editor.prompt(&session, "hi").await;
     // The trim was considered (the log says so) and not worth its time.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !editor.stderr().contains("freed memory kept") && Instant::now() < deadline {
+    while !editor.stderr().contains(KEPT) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let log = editor.stderr();
-    assert!(log.contains("freed memory kept"), "stderr:\n{log}");
+    assert!(log.contains(KEPT), "stderr:\n{log}");
     assert!(!log.contains(RETURNED), "stderr:\n{log}");
 }
 

@@ -602,6 +602,10 @@ impl Hub {
 
 impl EventSink for Hub {
     fn on_event(&self, session_id: &str, event: &LoggedEvent) {
+        if matches!(event.event, crate::vocab::event::Event::TurnEnd { .. }) {
+            // The turn's request bodies are freed.
+            crate::frontend::memory::return_freed_memory_soon();
+        }
         if self.owners.on_event(session_id, &event.event) {
             self.refresh(session_id);
         }

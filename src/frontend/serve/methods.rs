@@ -457,6 +457,9 @@ fn register_tandem(
             .iter()
             .filter(|e| session_update(&e.event).is_some())
             .count();
+        // On the blocking pool already.
+        drop(events);
+        crate::frontend::memory::return_freed_memory();
         RpcResult::Ok(LoadSessionResult {
             session_id: session.id.clone(),
             replayed,
@@ -565,6 +568,10 @@ async fn attach_session(
             last = event.seq;
         }
         sub.mark_processed(last);
+        // The log's events go now, not when the client detaches: give
+        // what they and the replay's frames took back.
+        drop(events);
+        crate::frontend::memory::return_freed_memory_soon();
         let attached = json!({"jsonrpc": "2.0", "method": "tandem/attached",
             "params": AttachedParams { session_id: session_id.clone(), replayed, mode }});
         sink.send(message(&attached).ok_or("serialize")?)
