@@ -7,7 +7,7 @@
 //! bytes each (one token's text), timed from the first `append` to the
 //! return of the last; the final `sync` (fsync) is timed
 //! separately. Once with `NullSink`, once with a sink that renders each
-//! event as the LSP frontend does (`update_params`, then the
+//! event as the LSP frontend does (`update_notification`: the
 //! `tandem/update` JSON serialized to bytes), which is what a live daemon
 //! pays per chunk besides the log.
 //!

@@ -259,7 +259,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
 }
 
 /// The `tandem/update` params for a logged event, if editors see it.
-pub fn update_params(session_id: &str, event: &LoggedEvent) -> Option<UpdateParams> {
+fn update_params(session_id: &str, event: &LoggedEvent) -> Option<UpdateParams> {
     let update = session_update(&event.event)?;
     Some(UpdateParams {
         session_id: session_id.to_string(),
@@ -268,23 +268,29 @@ pub fn update_params(session_id: &str, event: &LoggedEvent) -> Option<UpdatePara
     })
 }
 
-/// The whole `tandem/update` notification for a logged event, serialized
-/// (`None` for bookkeeping events). Serialized straight from the wire
-/// structs, with no intermediate JSON tree: a replay renders every event.
-pub fn update_notification(session_id: &str, event: &LoggedEvent) -> Option<Vec<u8>> {
-    #[derive(serde::Serialize)]
-    struct Notification<'a> {
-        jsonrpc: &'static str,
-        method: &'static str,
-        params: &'a UpdateParams,
-    }
-    let params = update_params(session_id, event)?;
-    serde_json::to_vec(&Notification {
+/// The whole `tandem/update` notification of a logged event, as the wire
+/// struct it is serialized from.
+#[derive(serde::Serialize)]
+pub struct UpdateNotification {
+    jsonrpc: &'static str,
+    method: &'static str,
+    params: UpdateParams,
+}
+
+/// The `tandem/update` notification for a logged event (`None` for
+/// bookkeeping events).
+pub fn notification(session_id: &str, event: &LoggedEvent) -> Option<UpdateNotification> {
+    Some(UpdateNotification {
         jsonrpc: "2.0",
         method: "tandem/update",
-        params: &params,
+        params: update_params(session_id, event)?,
     })
-    .ok()
+}
+
+/// [`notification`], serialized straight from the wire structs, with no
+/// intermediate JSON tree: a replay renders every event.
+pub fn update_notification(session_id: &str, event: &LoggedEvent) -> Option<Vec<u8>> {
+    serde_json::to_vec(&notification(session_id, event)?).ok()
 }
 
 pub fn prompt_result(receipt: TurnReceipt) -> PromptResult {

@@ -31,8 +31,7 @@ use crate::core::log::{EventSink, LoggedEvent};
 use crate::core::output_budget::OutputBudget;
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::{Outbound, OutboundQueue};
-use crate::frontend::updates::update_params;
-use crate::protocol::UpdateParams;
+use crate::frontend::updates::notification;
 use crate::vocab::bridge::{ClientAbilities, ClientBridge, NoClient};
 
 /// What a subscriber's pump sends, in order.
@@ -56,19 +55,7 @@ pub fn item_message(session_id: &str, item: &Item) -> Option<Box<RawValue>> {
 /// the body `update_notification` writes, serialized straight into a
 /// `RawValue` (no second pass to validate what serde just wrote).
 pub fn update_message(session_id: &str, event: &LoggedEvent) -> Option<Box<RawValue>> {
-    #[derive(serde::Serialize)]
-    struct Notification<'a> {
-        jsonrpc: &'static str,
-        method: &'static str,
-        params: &'a UpdateParams,
-    }
-    let params = update_params(session_id, event)?;
-    serde_json::value::to_raw_value(&Notification {
-        jsonrpc: "2.0",
-        method: "tandem/update",
-        params: &params,
-    })
-    .ok()
+    serde_json::value::to_raw_value(&notification(session_id, event)?).ok()
 }
 
 /// A live event on its way to its session's subscribers: its message is
