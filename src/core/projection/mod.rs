@@ -99,15 +99,17 @@ impl Projection {
     /// messages that nothing but the request body reads any more (before
     /// where the repair pipeline's checks resume) and whose Chat
     /// Completions form is cached: the history's text is then held once,
-    /// not twice (sessions on the Messages API keep both for now). Whatever reads such a message
-    /// again (a compaction, a provider switch, a repair that starts over)
-    /// gets it read back from that form. Returns how many it dropped.
+    /// not twice (sessions on the Messages API keep both for now).
+    /// Whatever reads such a message again (a compaction, a provider
+    /// switch, a repair that starts over) gets it read back from that form.
+    /// Returns how many it dropped.
     pub fn keep_old_results_serialized(&mut self) -> usize {
         let end = self.checked.settled().min(self.messages.len());
         let from = self.checked.serialized_before.min(end);
         let kept = self.messages[from..end]
             .iter_mut()
-            .filter_map(|m| m.keep_serialized_only().then_some(()))
+            .map(CachedMessage::keep_serialized_only)
+            .filter(|dropped| *dropped)
             .count();
         self.checked.serialized_before = end;
         kept
