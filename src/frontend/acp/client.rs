@@ -20,15 +20,15 @@ use crate::vocab::bridge::{
 
 /// What the client's `clientCapabilities` offer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct AcpCapabilities {
-    pub(super) read_text_file: bool,
-    pub(super) write_text_file: bool,
-    pub(super) elicitation_form: bool,
-    pub(super) terminal: bool,
+pub(crate) struct AcpCapabilities {
+    pub(crate) read_text_file: bool,
+    pub(crate) write_text_file: bool,
+    pub(crate) elicitation_form: bool,
+    pub(crate) terminal: bool,
 }
 
 impl AcpCapabilities {
-    pub(super) fn from_initialize(params: &Value) -> AcpCapabilities {
+    pub(crate) fn from_initialize(params: &Value) -> AcpCapabilities {
         let caps = &params["clientCapabilities"];
         AcpCapabilities {
             read_text_file: caps["fs"]["readTextFile"] == true,

@@ -17,7 +17,7 @@
 //! updates are queued before its `session/prompt` response; no input line
 //! ends the connection, only the end of input.
 
-mod client;
+pub(crate) mod client;
 pub(crate) mod client_fs;
 pub(crate) mod commands;
 pub(crate) mod elicitation;

@@ -88,7 +88,7 @@ impl Agent {
     }
 
     fn new_session(&self, params: &Value, rid: &Value) -> Reply {
-        let cwd = absolute_cwd(params, rid)?;
+        let cwd = absolute_cwd(params).map_err(|e| bad(rid, e))?;
         let session = self
             .daemon
             .new_session(NewSession {
@@ -108,7 +108,7 @@ impl Agent {
     fn load(&self, params: &Value, rid: &Value, resume: bool) -> Reply {
         let session_id = string_param(params, "sessionId").map_err(|e| bad(rid, e))?;
         if params.get("cwd").is_some() {
-            absolute_cwd(params, rid)?;
+            absolute_cwd(params).map_err(|e| bad(rid, e))?;
         }
         let loaded = if resume {
             self.sink
@@ -343,15 +343,14 @@ fn bad(rid: &Value, message: String) -> Value {
     error_response(rid, -32602, &message)
 }
 
-fn absolute_cwd(params: &Value, rid: &Value) -> Result<PathBuf, Value> {
-    let cwd = PathBuf::from(string_param(params, "cwd").map_err(|e| bad(rid, e))?);
+/// An absolute `cwd` param, or the `-32602` message naming what is wrong
+/// (also the check of `tandem acp --attach`).
+pub(crate) fn absolute_cwd(params: &Value) -> Result<PathBuf, String> {
+    let cwd = PathBuf::from(string_param(params, "cwd")?);
     if !cwd.is_absolute() {
-        return Err(bad(
-            rid,
-            format!(
-                "invalid params: `cwd` must be absolute, got `{}`",
-                cwd.display()
-            ),
+        return Err(format!(
+            "invalid params: `cwd` must be absolute, got `{}`",
+            cwd.display()
         ));
     }
     Ok(cwd)

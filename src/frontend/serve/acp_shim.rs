@@ -29,9 +29,10 @@ use tower_lsp::lsp_types::Url;
 use super::acp_dialect::{prompt_answer, Acp, AcpState};
 use super::relay::{Ours, Relay};
 use crate::core::history::SessionSummary;
+use crate::frontend::acp::client::AcpCapabilities;
 use crate::frontend::acp::commands::{slash_command, target};
 use crate::frontend::acp::modes::{config_options, MODE_OPTION};
-use crate::frontend::acp::session::{initialize_result, list_page};
+use crate::frontend::acp::session::{absolute_cwd, initialize_result, list_page};
 use crate::protocol::ContentBlock;
 use crate::vocab::approval::ApprovalMode;
 
@@ -106,20 +107,6 @@ fn config_answer(answer: Value) -> Value {
     json!({"jsonrpc": "2.0", "result": {"configOptions": config_options(mode)}})
 }
 
-/// An absolute `cwd` param, or the `-32602` error naming it.
-fn absolute_cwd(params: &Value) -> Result<PathBuf, String> {
-    let cwd = params["cwd"]
-        .as_str()
-        .ok_or("invalid params: missing string field `cwd`")?;
-    let path = PathBuf::from(cwd);
-    if !path.is_absolute() {
-        return Err(format!(
-            "invalid params: `cwd` must be absolute, got `{cwd}`"
-        ));
-    }
-    Ok(path)
-}
-
 impl Shim {
     fn reply(&self, id: &Option<Value>, result: Value) {
         if let Some(id) = id {
@@ -162,13 +149,13 @@ impl Shim {
         match method {
             "initialize" => {
                 // What this client can answer, before any session exists.
-                let caps = &params["clientCapabilities"];
+                let caps = AcpCapabilities::from_initialize(&params);
                 let tandem = json!({
                     "requestPermission": true,
-                    "requestUserInput": caps["elicitation"]["form"].is_object(),
-                    "readTextFile": caps["fs"]["readTextFile"] == true,
-                    "writeTextFile": caps["fs"]["writeTextFile"] == true,
-                    "terminal": caps["terminal"] == true,
+                    "requestUserInput": caps.elicitation_form,
+                    "readTextFile": caps.read_text_file,
+                    "writeTextFile": caps.write_text_file,
+                    "terminal": caps.terminal,
                 });
                 self.relay
                     .call(
