@@ -54,7 +54,8 @@ impl AcpSink {
     }
 }
 
-fn update_message(session_id: &str, update: Value) -> Value {
+/// A `session/update` notification.
+pub(crate) fn update_message(session_id: &str, update: Value) -> Value {
     json!({
         "jsonrpc": "2.0",
         "method": "session/update",

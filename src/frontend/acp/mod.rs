@@ -26,7 +26,7 @@ pub(crate) mod mapping;
 pub(crate) mod modes;
 pub(crate) mod session;
 pub(crate) mod terminal;
-mod wire;
+pub(crate) mod wire;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -56,7 +56,7 @@ pub(super) async fn next_line<R: AsyncBufRead + Unpin>(
     }
 }
 
-pub(super) fn error_response(id: &Value, code: i64, message: &str) -> Value {
+pub(crate) fn error_response(id: &Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 
 use super::relay::Dialect;
 use crate::frontend::acp::elicitation;
-use crate::frontend::acp::mapping::{acp_updates_of, prompt_result};
+use crate::frontend::acp::mapping::{acp_updates_of, prompt_result, update_message};
 use crate::frontend::acp::modes::session_state;
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::BridgeOutcome;
@@ -134,18 +134,13 @@ impl Dialect for Acp {
                     )
                 })
                 .collect();
-            messages.push(update(
+            messages.push(update_message(
                 session_id,
                 json!({"sessionUpdate": "available_commands_update", "availableCommands": commands}),
             ));
         }
         messages
     }
-}
-
-fn update(session_id: &str, update: Value) -> Value {
-    json!({"jsonrpc": "2.0", "method": "session/update",
-           "params": {"sessionId": session_id, "update": update}})
 }
 
 impl Acp {
@@ -157,7 +152,7 @@ impl Acp {
                 let session_id = params["sessionId"].as_str().unwrap_or_default().to_string();
                 acp_updates_of(params["update"].take())
                     .into_iter()
-                    .map(|u| update(&session_id, u))
+                    .map(|u| update_message(&session_id, u))
                     .collect()
             }
             Some("tandem/requestPermission") => {

@@ -33,6 +33,7 @@ use crate::frontend::acp::client::AcpCapabilities;
 use crate::frontend::acp::commands::{slash_command, target};
 use crate::frontend::acp::modes::{config_options, MODE_OPTION};
 use crate::frontend::acp::session::{absolute_cwd, initialize_result, list_page};
+use crate::frontend::acp::wire::error_response;
 use crate::protocol::ContentBlock;
 use crate::vocab::approval::ApprovalMode;
 
@@ -85,10 +86,6 @@ where
     code
 }
 
-fn error(id: &Value, code: i64, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-}
-
 fn empty_object(answer: Value) -> Value {
     match answer.get("error") {
         Some(_) => answer,
@@ -117,7 +114,7 @@ impl Shim {
 
     fn fail(&self, id: &Option<Value>, code: i64, message: &str) {
         if let Some(id) = id {
-            self.relay.to_editor(&error(id, code, message));
+            self.relay.to_editor(&error_response(id, code, message));
         }
     }
 
