@@ -15,18 +15,26 @@ use crate::support::model_server::{openai, ModelServer};
 const RETURNED: &str = "returned freed memory to the OS";
 const KEPT: &str = "freed memory kept";
 
-/// How many times the daemon's log says it returned freed memory, once
-/// that reaches `at_least` (the writer trims once idle, which may be just
-/// after the frame the test waited for), or the count at the cap.
-async fn returned_count(editor: &Editor, at_least: usize) -> usize {
+/// How many times a daemon's log says it returned freed memory.
+fn returned(log: &str) -> usize {
+    log.matches(RETURNED).count()
+}
+
+/// Waits (at most 10 s: the writer trims once idle, which may be just
+/// after the frame the test waited for) until `count` of the daemon's
+/// `log` reaches `want`, then checks it did not pass it.
+async fn count_reaches(
+    what: &str,
+    log: impl Fn() -> String,
+    count: fn(&str) -> usize,
+    want: usize,
+) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let count = editor.stderr().matches(RETURNED).count();
-        if count >= at_least || Instant::now() > deadline {
-            return count;
-        }
+    while count(&log()) < want && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    let log = log();
+    assert_eq!(count(&log), want, "{what}; stderr:\n{log}");
 }
 
 #[tokio::test]
@@ -42,12 +50,7 @@ async fn a_turn_and_a_load_that_freed_megabytes_give_them_back() {
     server.push(openai::text([answer.as_str()]));
     let (receipt, _) = editor.prompt(&session, "write a lot").await;
     assert!(receipt.get("result").is_some(), "{receipt}");
-    assert_eq!(
-        returned_count(&editor, 1).await,
-        1,
-        "one trim after the turn; stderr:\n{}",
-        editor.stderr()
-    );
+    count_reaches("one trim after the turn", || editor.stderr(), returned, 1).await;
     let home = editor.home.clone();
     editor.shutdown_and_exit().await;
 
@@ -57,17 +60,18 @@ async fn a_turn_and_a_load_that_freed_megabytes_give_them_back() {
     })
     .await;
     loader.initialize(root.path()).await;
-    let before = loader.stderr().matches(RETURNED).count();
+    let before = returned(&loader.stderr());
     let loaded = loader
         .request("tandem/loadSession", json!({"sessionId": session}))
         .await;
     assert!(loaded.get("result").is_some(), "{loaded}");
-    assert_eq!(
-        returned_count(&loader, before + 1).await,
+    count_reaches(
+        "one trim after the load",
+        || loader.stderr(),
+        returned,
         before + 1,
-        "one trim after the load; stderr:\n{}",
-        loader.stderr()
-    );
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -80,12 +84,7 @@ async fn tandem_acp_gives_back_what_a_turn_and_a_load_freed() {
         let stderr = std::fs::File::create(log(name)).unwrap();
         AcpClient::spawn_logging(&["acp"], &server, home.clone(), "debug", stderr)
     };
-    let count = |name: &str| {
-        std::fs::read_to_string(log(name))
-            .unwrap_or_default()
-            .matches(RETURNED)
-            .count()
-    };
+    let stderr = |name: &str| std::fs::read_to_string(log(name)).unwrap_or_default();
     let init = json!({"protocolVersion": 1, "clientCapabilities": {}});
 
     let mut client = spawn("first.stderr").await;
@@ -101,12 +100,18 @@ async fn tandem_acp_gives_back_what_a_turn_and_a_load_freed() {
         )
         .await;
     assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
-    poll_count("one trim after the turn", || count("first.stderr"), 1).await;
+    count_reaches(
+        "one trim after the turn",
+        || stderr("first.stderr"),
+        returned,
+        1,
+    )
+    .await;
     client.kill().await;
 
     let mut loader = spawn("second.stderr").await;
     loader.request("initialize", init, "").await;
-    let before = count("second.stderr");
+    let before = returned(&stderr("second.stderr"));
     let (loaded, _) = loader
         .request(
             "session/load",
@@ -115,9 +120,10 @@ async fn tandem_acp_gives_back_what_a_turn_and_a_load_freed() {
         )
         .await;
     assert!(loaded.get("result").is_some(), "{loaded}");
-    poll_count(
+    count_reaches(
         "one trim after the load",
-        || count("second.stderr"),
+        || stderr("second.stderr"),
+        returned,
         before + 1,
     )
     .await;
@@ -128,7 +134,6 @@ async fn tandem_serve_gives_back_what_a_turn_and_an_attach_freed() {
     let server = ModelServer::start().await;
     let root = tempfile::tempdir().unwrap();
     let serve = Serve::start().await;
-    let count = || serve.stderr().matches(RETURNED).count();
     let mut first = serve.client().await;
     first.initialize(root.path(), json!({})).await;
     let session = first.new_session(server.session_config()).await;
@@ -140,28 +145,24 @@ async fn tandem_serve_gives_back_what_a_turn_and_an_attach_freed() {
     let id = first.start_prompt(&session, "write a lot").await;
     let reply = first.response(id).await;
     assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
-    poll_count("one trim after the turn", count, 1).await;
+    count_reaches("one trim after the turn", || serve.stderr(), returned, 1).await;
 
     // A second window attaches: the log's events are dropped once its
     // replay is out, not when it detaches, and a trim is considered then
     // (the 3 MB pieces may have gone back to the OS when freed already:
     // glibc maps pieces that large apart).
-    let considered = || count() + serve.stderr().matches(KEPT).count();
-    let before = considered();
+    let considered = |log: &str| returned(log) + log.matches(KEPT).count();
+    let before = considered(&serve.stderr());
     let mut second = serve.client().await;
     second.initialize(root.path(), json!({})).await;
     assert!(second.attach(&session).await > 0);
-    poll_count("a trim considered after the replay", considered, before + 1).await;
-}
-
-/// Waits (at most 10 s) for `count` to reach `want`, then checks it did
-/// not pass it.
-async fn poll_count(what: &str, count: impl Fn() -> usize, want: usize) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while count() < want && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(count(), want, "{what}");
+    count_reaches(
+        "a trim considered after the replay",
+        || serve.stderr(),
+        considered,
+        before + 1,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -174,10 +175,13 @@ async fn a_small_turn_keeps_its_little_freed_memory() {
     server.push(openai::text(["ok"]));
     editor.prompt(&session, "hi").await;
     // The trim was considered (the log says so) and not worth its time.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !editor.stderr().contains(KEPT) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    count_reaches(
+        "the trim considered",
+        || editor.stderr(),
+        |log| usize::from(log.contains(KEPT)),
+        1,
+    )
+    .await;
     let log = editor.stderr();
     assert!(log.contains(KEPT), "stderr:\n{log}");
     assert!(!log.contains(RETURNED), "stderr:\n{log}");
