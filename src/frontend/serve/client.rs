@@ -16,6 +16,7 @@ use tokio_util::compat::Compat;
 
 use super::state::{read_info, ServeInfo};
 use super::stream::Stream;
+use super::ws_link::{self, Opened};
 
 pub type WsSender = jsonrpsee::client_transport::ws::Sender<Compat<Stream>>;
 pub type WsReceiver = jsonrpsee::client_transport::ws::Receiver<Compat<Stream>>;
@@ -32,12 +33,12 @@ pub async fn connect(
     max_message_bytes: u32,
 ) -> Result<(WsSender, WsReceiver), String> {
     let mut headers = HeaderMap::new();
-    let bearer = HeaderValue::from_str(&format!("Bearer {}", info.token))
+    let bearer = HeaderValue::from_str(&bearer(info))
         .map_err(|_| "serve.json holds a malformed token".to_string())?;
     headers.insert("authorization", bearer);
-    let (stream, url) = open_stream(info).await?;
+    let (stream, host) = open_stream(info).await?;
     let transport = stream.transport().name();
-    let url = Url::parse(&url).map_err(|e| e.to_string())?;
+    let url = Url::parse(&format!("ws://{host}/")).map_err(|e| e.to_string())?;
     WsTransportClientBuilder::default()
         .set_headers(headers)
         .max_request_size(max_message_bytes)
@@ -53,12 +54,40 @@ pub async fn connect(
         })
 }
 
+/// Opens the WebSocket to the serve described by `info` as [`connect`]
+/// does (the same handshake), for a link on blocking sockets.
+pub async fn open_link(info: &ServeInfo) -> Result<Opened, String> {
+    let bearer = bearer(info);
+    if bearer.bytes().any(|b| b.is_ascii_control()) {
+        return Err("serve.json holds a malformed token".to_string());
+    }
+    let (stream, host) = open_stream(info).await?;
+    let transport = stream.transport().name();
+    ws_link::handshake(
+        stream,
+        &host,
+        &[("authorization", bearer.as_bytes())],
+        CONNECT_TIMEOUT,
+    )
+    .await
+    .map_err(|e| {
+        format!(
+            "cannot connect to tandem serve (port {}, over {transport}): {e}",
+            info.port
+        )
+    })
+}
+
+fn bearer(info: &ServeInfo) -> String {
+    format!("Bearer {}", info.token)
+}
+
 /// The serve's socket if it has a usable one, else its TCP port; with the
-/// URL the handshake names (the serve does not read its host).
+/// host the handshake names (the serve does not read it).
 async fn open_stream(info: &ServeInfo) -> Result<(Stream, String), String> {
     if let Some(path) = usable_socket(info) {
         match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::UnixStream::connect(&path)).await {
-            Ok(Ok(socket)) => return Ok((Stream::Unix(socket), "ws://localhost/".into())),
+            Ok(Ok(socket)) => return Ok((Stream::Unix(socket), "localhost".into())),
             Ok(Err(e)) => tracing::warn!(
                 "cannot connect to {} ({e}); trying the TCP port",
                 path.display()
@@ -77,10 +106,7 @@ async fn open_stream(info: &ServeInfo) -> Result<(Stream, String), String> {
     .map_err(|_| format!("connecting to 127.0.0.1:{} timed out", info.port))?
     .map_err(|e| format!("cannot connect to tandem serve on port {}: {e}", info.port))?;
     let _ = socket.set_nodelay(true);
-    Ok((
-        Stream::Tcp(socket),
-        format!("ws://127.0.0.1:{}/", info.port),
-    ))
+    Ok((Stream::Tcp(socket), format!("127.0.0.1:{}", info.port)))
 }
 
 /// serve.json's socket, if it exists, is a socket, and belongs to the owner
@@ -108,15 +134,12 @@ fn usable_socket(info: &ServeInfo) -> Option<std::path::PathBuf> {
     Some(path.clone())
 }
 
-/// Connects to the running serve, starting one (this binary's `serve`) if
-/// none answers, and waiting up to 10 s for it to come up.
-pub async fn connect_or_start(
-    home: &Path,
-    max_message_bytes: u32,
-) -> Result<(WsSender, WsReceiver), String> {
+/// Opens the link to the running serve, starting one (this binary's
+/// `serve`) if none answers, and waiting up to 10 s for it to come up.
+pub async fn link_or_start(home: &Path) -> Result<Opened, String> {
     if let Some(info) = read_info(home).map_err(|e| e.to_string())? {
         if super::state::is_running(home) {
-            return connect(&info, max_message_bytes).await;
+            return open_link(&info).await;
         }
     }
     start_detached(home)?;
@@ -124,8 +147,8 @@ pub async fn connect_or_start(
     loop {
         if let Some(info) = read_info(home).map_err(|e| e.to_string())? {
             if super::state::is_running(home) {
-                if let Ok(pair) = connect(&info, max_message_bytes).await {
-                    return Ok(pair);
+                if let Ok(opened) = open_link(&info).await {
+                    return Ok(opened);
                 }
             }
         }

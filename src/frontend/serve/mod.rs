@@ -39,6 +39,7 @@ pub mod state;
 pub mod stream;
 pub mod tasks;
 pub mod window_bridge;
+pub mod ws_link;
 
 use std::path::PathBuf;
 use std::sync::Arc;

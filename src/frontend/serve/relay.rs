@@ -3,12 +3,12 @@
 //! own requests and what each answer is for, attaching to sessions, and the
 //! serve's messages written to stdout.
 //!
-//! The serve → editor path is one thread: it owns the WebSocket (on a
-//! current-thread runtime of its own, so the socket's readiness wakes that
-//! thread directly) and stdout, and writes each message the moment it is
-//! read. Every chunk costs one wake-up in the shim, not three (the socket's
-//! reader task, a queue, the stdout thread). The editor → serve path queues
-//! to that thread.
+//! The serve → editor path is one thread: it sleeps in a blocking `read`
+//! on the WebSocket's socket (`ws_link`: no runtime, no `epoll`) and writes
+//! each message to stdout the moment it has read it. Every chunk costs one
+//! wake-up and one `read` in the shim. The editor → serve path (and the
+//! shim's own messages to the editor) queue to a second thread that writes
+//! the socket.
 //!
 //! A shim supplies its [`Dialect`]: how a frame is written, what a session's
 //! message becomes for its editor, and what a load is answered.
@@ -18,21 +18,22 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
+use std::net::Shutdown;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSenderT};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{connect_or_start, WsReceiver};
+use super::client::link_or_start;
+use super::ws_link::{Frames, Message, Sender, Socket};
 
 /// How a shim speaks to its editor.
-pub trait Dialect: Send + 'static {
+pub trait Dialect: Send + Sync + 'static {
     /// One message body as written to stdout.
     fn frame(&self, body: &[u8]) -> Vec<u8>;
     /// The bodies the editor gets for one message of a session (`raw`: the
@@ -93,61 +94,81 @@ impl State {
     }
 }
 
+/// What the sending thread writes, in order.
 enum ToLink {
     /// A message for the serve.
     Serve(String),
     /// A message body for the editor.
     Editor(Vec<u8>),
+    /// The answer to the serve's ping.
+    Pong(Vec<u8>),
+    /// Close the WebSocket and end.
+    Close,
 }
 
 /// The editor side's handle on the relay.
 pub struct Relay {
     state: Arc<Mutex<State>>,
-    to_link: mpsc::UnboundedSender<ToLink>,
+    to_link: mpsc::Sender<ToLink>,
     /// Cancelled when the connection to the serve ends.
     pub serve_gone: CancellationToken,
+    /// The sending thread.
     done: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Relay {
     /// Connects to the serve (starting one if none runs) and starts the
-    /// link thread; says why not on stderr.
+    /// link's two threads; says why not on stderr.
     pub async fn open(home: &Path, who: &str, dialect: impl Dialect) -> Option<Relay> {
         let max = super::serve_config(home)
             .map(|c| c.max_message_bytes)
-            .unwrap_or(64 << 20);
+            .unwrap_or(64 << 20) as usize;
+        let opened = link_or_start(home)
+            .await
+            .map_err(|e| tracing::error!("{who}: {e}"))
+            .ok()?;
+        let sending = opened
+            .socket
+            .try_clone()
+            .map_err(|e| tracing::error!("{who}: cannot share the socket: {e}"))
+            .ok()?;
+        let out = editor_out()
+            .map_err(|e| tracing::error!("{who}: cannot open stdout: {e}"))
+            .ok()?;
+        let out = Arc::new(Mutex::new(out));
         let state = Arc::new(Mutex::new(State::default()));
-        let (to_link, queue) = mpsc::unbounded_channel();
+        let (to_link, queue) = mpsc::channel();
         let serve_gone = CancellationToken::new();
-        let (ready_tx, ready_rx) = oneshot::channel();
+        let dialect = Arc::new(dialect);
         let link = Link {
             state: state.clone(),
-            dialect,
-            queue,
+            dialect: dialect.clone(),
+            out: out.clone(),
+            to_send: to_link.clone(),
             gone: serve_gone.clone(),
         };
-        let home = home.to_path_buf();
-        let thread = std::thread::Builder::new()
+        let frames = Frames::new(opened.socket, opened.leftover, max);
+        let sender = Sending {
+            ws: Sender::new(sending, max),
+            dialect,
+            out,
+            gone: serve_gone.clone(),
+        };
+        let sending = std::thread::Builder::new()
+            .name("tandem-shim-send".to_string())
+            .spawn(move || sender.run(queue))
+            .map_err(|e| tracing::error!("{who}: cannot start the sending thread: {e}"))
+            .ok()?;
+        std::thread::Builder::new()
             .name("tandem-shim-link".to_string())
-            .spawn(move || link.run(&home, max, ready_tx))
+            .spawn(move || link.run(frames))
             .map_err(|e| tracing::error!("{who}: cannot start the link thread: {e}"))
             .ok()?;
-        match ready_rx.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::error!("{who}: {e}");
-                return None;
-            }
-            Err(_) => {
-                tracing::error!("{who}: the link thread ended before connecting");
-                return None;
-            }
-        }
         Some(Relay {
             state,
             to_link,
             serve_gone,
-            done: Mutex::new(Some(thread)),
+            done: Mutex::new(Some(sending)),
         })
     }
 
@@ -285,7 +306,7 @@ impl Relay {
     /// Ends the relay: what is queued goes out, the WebSocket closes.
     pub async fn close(self) {
         let Relay { to_link, done, .. } = self;
-        drop(to_link);
+        let _ = to_link.send(ToLink::Close);
         let thread = done.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(thread) = thread {
             let joined = tokio::task::spawn_blocking(move || thread.join());
@@ -294,11 +315,13 @@ impl Relay {
     }
 }
 
-/// The link thread: the WebSocket and stdout.
+/// The link thread: reads the WebSocket, writes stdout.
 struct Link<D> {
     state: Arc<Mutex<State>>,
-    dialect: D,
-    queue: mpsc::UnboundedReceiver<ToLink>,
+    dialect: Arc<D>,
+    out: Arc<Mutex<std::fs::File>>,
+    /// To the sending thread: the replies to the serve's messages.
+    to_send: mpsc::Sender<ToLink>,
     gone: CancellationToken,
 }
 
@@ -313,130 +336,104 @@ fn editor_out() -> std::io::Result<std::fs::File> {
     ))
 }
 
-/// A received message and the receiver, so a pending receive is never
-/// dropped half-way (the receiver is not cancel-safe).
-async fn receive_owned(mut rx: WsReceiver) -> (WsReceiver, Option<String>) {
-    loop {
-        let text = match rx.receive().await {
-            Ok(ReceivedMessage::Text(text)) => Some(text),
-            Ok(ReceivedMessage::Bytes(bytes)) => Some(String::from_utf8_lossy(&bytes).into_owned()),
-            Ok(ReceivedMessage::Pong) => continue,
-            Err(e) => {
-                tracing::warn!("connection to the serve ended: {e}");
-                None
+/// Writes one framed message to stdout; false once stdout is gone.
+fn write_frame(out: &Mutex<std::fs::File>, frame: &[u8]) -> bool {
+    let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+    match out.write_all(frame) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!("cannot write to stdout: {e}");
+            false
+        }
+    }
+}
+
+/// The sending thread: writes the serve's socket, and the shim's own
+/// messages to stdout.
+struct Sending<D> {
+    ws: Sender<Socket>,
+    dialect: Arc<D>,
+    out: Arc<Mutex<std::fs::File>>,
+    gone: CancellationToken,
+}
+
+impl<D: Dialect> Sending<D> {
+    fn run(mut self, queue: mpsc::Receiver<ToLink>) {
+        for item in queue {
+            let sent = match item {
+                ToLink::Serve(text) => self
+                    .ws
+                    .text(&text)
+                    .map_err(|e| tracing::warn!("cannot write to the serve: {e}"))
+                    .is_ok(),
+                ToLink::Editor(body) => write_frame(&self.out, &self.dialect.frame(&body)),
+                ToLink::Pong(payload) => self.ws.pong(&payload).is_ok(),
+                ToLink::Close => break,
+            };
+            if !sent {
+                // The link is broken: wake the reading thread too.
+                self.ws.get_ref().shutdown(Shutdown::Both);
+                self.gone.cancel();
+                return;
             }
-        };
-        return (rx, text);
+        }
+        let _ = self.ws.close();
+        self.ws.get_ref().shutdown(Shutdown::Write);
     }
 }
 
 impl<D: Dialect> Link<D> {
-    fn run(mut self, home: &Path, max: u32, ready: oneshot::Sender<Result<(), String>>) {
-        let runtime = match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(runtime) => runtime,
-            Err(e) => {
-                let _ = ready.send(Err(format!("cannot start the link's runtime: {e}")));
-                return;
-            }
-        };
-        runtime.block_on(async {
-            let (mut ws_tx, ws_rx) = match connect_or_start(home, max).await {
-                Ok(pair) => pair,
-                Err(e) => {
-                    let _ = ready.send(Err(e));
-                    return;
-                }
-            };
-            let mut out = match editor_out() {
-                Ok(out) => out,
-                Err(e) => {
-                    let _ = ready.send(Err(format!("cannot open stdout: {e}")));
-                    return;
-                }
-            };
-            let _ = ready.send(Ok(()));
-            let mut receiving = Box::pin(receive_owned(ws_rx));
-            loop {
-                tokio::select! {
-                    (rx, text) = &mut receiving => {
-                        let Some(text) = text else { break };
-                        let mut replies = Vec::new();
-                        if !self.on_serve_message(&text, &mut out, &mut replies) {
-                            break;
-                        }
-                        let mut sent = true;
-                        for reply in replies {
-                            sent = sent && ws_tx.send(reply).await.is_ok();
-                        }
-                        if !sent {
-                            break;
-                        }
-                        receiving = Box::pin(receive_owned(rx));
+    fn run(self, mut frames: Frames<Socket>) {
+        loop {
+            match frames.next_message() {
+                Ok(Message::Text(text)) => {
+                    let mut replies = Vec::new();
+                    if !self.on_serve_message(&text, &mut replies) {
+                        break;
                     }
-                    item = self.queue.recv() => match item {
-                        Some(ToLink::Serve(text)) => {
-                            if ws_tx.send(text).await.is_err() {
-                                break;
-                            }
-                        }
-                        Some(ToLink::Editor(body)) => {
-                            if !self.write(&mut out, &body) {
-                                break;
-                            }
-                        }
-                        None => {
-                            let _ = out.flush();
-                            let _ = ws_tx.close().await;
-                            return;
-                        }
-                    },
+                    for reply in replies {
+                        let _ = self.to_send.send(ToLink::Serve(reply));
+                    }
+                }
+                Ok(Message::Ping(payload)) => {
+                    let _ = self.to_send.send(ToLink::Pong(payload));
+                }
+                Ok(Message::Close) => {
+                    tracing::warn!("the serve closed the connection");
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!("connection to the serve ended: {e}");
+                    break;
                 }
             }
-            let _ = out.flush();
-            self.gone.cancel();
-        });
+        }
+        self.gone.cancel();
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Writes one body to stdout and flushes; false once stdout is gone.
-    fn write(&self, out: &mut impl Write, body: &[u8]) -> bool {
-        match out
-            .write_all(&self.dialect.frame(body))
-            .and_then(|_| out.flush())
-        {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::error!("cannot write to stdout: {e}");
-                false
-            }
-        }
+    /// Writes one body to stdout; false once stdout is gone.
+    fn write(&self, body: &[u8]) -> bool {
+        write_frame(&self.out, &self.dialect.frame(body))
     }
 
-    fn write_json(&self, out: &mut impl Write, message: &Value) -> bool {
+    fn write_json(&self, message: &Value) -> bool {
         match serde_json::to_vec(message) {
-            Ok(body) => self.write(out, &body),
+            Ok(body) => self.write(&body),
             Err(_) => true,
         }
     }
 
     /// Handles one message from the serve; what must go back to the serve
     /// goes into `replies`. False once stdout is gone.
-    fn on_serve_message(
-        &self,
-        text: &str,
-        out: &mut impl Write,
-        replies: &mut Vec<String>,
-    ) -> bool {
+    fn on_serve_message(&self, text: &str, replies: &mut Vec<String>) -> bool {
         if let Some(session) = session_message(text) {
             if session.attached.is_none() {
                 for body in self.dialect.session_message(session.raw) {
-                    if !self.write(out, &body) {
+                    if !self.write(&body) {
                         return false;
                     }
                 }
@@ -448,7 +445,7 @@ impl<D: Dialect> Link<D> {
                     .dialect
                     .loaded(load, &params)
                     .iter()
-                    .all(|message| self.write_json(out, message)),
+                    .all(|message| self.write_json(message)),
                 _ => true,
             };
         }
@@ -472,7 +469,7 @@ impl<D: Dialect> Link<D> {
             Some(Ours::Reply { id, rewrite }) => {
                 let mut answer = rewrite(message);
                 answer["id"] = id;
-                self.write_json(out, &answer)
+                self.write_json(&answer)
             }
             Some(Ours::Attach { load, done }) => match (message.get("result"), load, done) {
                 (_, _, Some(done)) => {
@@ -486,7 +483,7 @@ impl<D: Dialect> Link<D> {
                 (None, Some(load), None) => {
                     // The attach failed: that is the load's answer.
                     message["id"] = load;
-                    self.write_json(out, &message)
+                    self.write_json(&message)
                 }
                 _ => true,
             },
@@ -508,10 +505,10 @@ impl<D: Dialect> Link<D> {
                     );
                 }
                 message["id"] = id;
-                self.write_json(out, &message)
+                self.write_json(&message)
             }
             // The answer to a request relayed with the editor's own id.
-            None => self.write_json(out, &message),
+            None => self.write_json(&message),
         }
     }
 }
