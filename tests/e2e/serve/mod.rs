@@ -12,6 +12,7 @@ mod progress;
 mod requests;
 mod security;
 mod shim;
+mod shim_link;
 mod shim_stdout;
 mod slow_window;
 mod socket;
