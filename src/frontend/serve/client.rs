@@ -1,6 +1,8 @@
 //! Reaching a running serve: read serve.json, open the WebSocket with the
 //! bearer token (over the serve's Unix socket when serve.json names one that
 //! exists, else over its loopback TCP port), start the serve if none runs.
+//! jsonrpsee's client for one-off calls (`serve --status`, `--stop`); a
+//! `ws_link` on blocking sockets, after the same handshake, for the shims.
 //!
 //! Invariant: the token goes from serve.json into the handshake header and
 //! nowhere else (never an argument, a URL or a log line), and only over a

@@ -14,8 +14,10 @@
 //!   `clients` — what each connection declared and its documents; `owners`
 //!   — whose turn each session runs; `hub` — who follows which session;
 //!   `progress` — `$/progress` for the clients that follow a turn; `relay`
-//!   — the shims' shared link (WebSocket and stdout on one thread); `methods` — the RPC module; `client` and
-//!   `shim` — the other end, run by `tandem lsp --attach`.
+//!   — the shims' shared link (one thread reads the WebSocket and writes
+//!   stdout); `ws_link` — the shims' WebSocket on blocking sockets;
+//!   `methods` — the RPC module; `client` and `shim` — the other end, run
+//!   by `tandem lsp --attach`.
 //!
 //! Invariant: the serve binds 127.0.0.1 and its own 0600 socket only, and
 //! nothing reaches a method without the token, over either.
