@@ -9,12 +9,14 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use eventsource_stream::Event as SseEvent;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::body::BodyParts;
 use super::cached;
 use super::http::{self, SseDecoder};
 use super::{
@@ -78,19 +80,10 @@ impl AnthropicProvider {
         }
         headers
     }
-}
 
-#[async_trait::async_trait]
-impl Provider for AnthropicProvider {
-    fn name(&self) -> &str {
-        "anthropic"
-    }
-
-    fn model(&self) -> &str {
-        &self.model
-    }
-
-    fn request_body(&self, request: ModelRequest<'_>) -> Vec<u8> {
+    /// The body: the frame around the messages' cached blocks (serializing
+    /// the ones not cached yet), shared, not copied.
+    fn body_parts(&self, request: ModelRequest<'_>) -> BodyParts {
         let max_tokens = request.max_output_tokens.unwrap_or(self.default_max_tokens);
         let frame = MessagesRequest {
             model: &self.model,
@@ -113,12 +106,27 @@ impl Provider for AnthropicProvider {
             .filter(|b| b.role.is_some())
             .collect();
         // Each block and its comma, and each merged message's frame.
-        let len = forms.iter().map(|f| f.bytes() + 2 * f.blocks.len() + 32);
-        let mut body = Vec::with_capacity(head.len() + tail.len() + len.sum::<usize>());
-        body.extend_from_slice(head);
+        let parts = forms.iter().map(|f| 2 * f.blocks.len() + 3).sum::<usize>();
+        let mut body = BodyParts::with_capacity(parts + 2);
+        body.owned(head);
         write_conversation(&mut body, &forms);
-        body.extend_from_slice(tail);
+        body.owned(tail);
         body
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for AnthropicProvider {
+    fn name(&self) -> &str {
+        "anthropic"
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn request_body(&self, request: ModelRequest<'_>) -> Vec<u8> {
+        self.body_parts(request).to_vec()
     }
 
     fn request_body_from_scratch(&self, request: ModelRequest<'_>) -> Vec<u8> {
@@ -128,7 +136,7 @@ impl Provider for AnthropicProvider {
     }
 
     async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError> {
-        let body = self.request_body(request);
+        let body = self.body_parts(request);
         let url = format!("{}/messages", self.base_url);
         let response =
             http::post_json(&self.client, &self.base_url, &url, self.headers(), body).await?;
@@ -297,7 +305,7 @@ fn conversation<'a>(messages: impl Iterator<Item = &'a ModelMessage>) -> Vec<Mes
 #[derive(Debug, Clone)]
 pub(super) struct Blocks {
     role: Option<Role>,
-    blocks: Vec<(bool, Box<[u8]>)>,
+    blocks: Vec<(bool, Arc<[u8]>)>,
 }
 
 impl Blocks {
@@ -312,10 +320,7 @@ impl Blocks {
             .iter()
             .map(|block| {
                 let json = serde_json::to_vec(block).expect("a block serializes");
-                (
-                    matches!(block, Block::ToolResult { .. }),
-                    json.into_boxed_slice(),
-                )
+                (matches!(block, Block::ToolResult { .. }), json.into())
             })
             .collect();
         Blocks {
@@ -332,7 +337,7 @@ impl Blocks {
 /// Writes the messages of [`conversation`] from cached blocks, comma
 /// separated: runs of one role merged, tool results first in a user
 /// message.
-fn write_conversation(body: &mut Vec<u8>, forms: &[&Blocks]) {
+fn write_conversation(body: &mut BodyParts, forms: &[&Blocks]) {
     let mut start = 0;
     while start < forms.len() {
         let role = forms[start].role;
@@ -341,9 +346,9 @@ fn write_conversation(body: &mut Vec<u8>, forms: &[&Blocks]) {
             .position(|f| f.role != role)
             .map_or(forms.len(), |n| start + n);
         if start > 0 {
-            body.push(b',');
+            body.literal(b",");
         }
-        body.extend_from_slice(match role {
+        body.literal(match role {
             Some(Role::User) => b"{\"role\":\"user\",\"content\":[",
             _ => b"{\"role\":\"assistant\",\"content\":[",
         });
@@ -354,11 +359,11 @@ fn write_conversation(body: &mut Vec<u8>, forms: &[&Blocks]) {
         let rest = blocks().filter(|(result, _)| !(user && *result));
         for (i, (_, block)) in first.chain(rest).enumerate() {
             if i > 0 {
-                body.push(b',');
+                body.literal(b",");
             }
-            body.extend_from_slice(block);
+            body.shared(block);
         }
-        body.extend_from_slice(b"]}");
+        body.literal(b"]}");
         start = end;
     }
 }

@@ -19,7 +19,7 @@
 //! [`Provider::request_body_from_scratch`]: super::Provider::request_body_from_scratch
 
 use std::ops::Deref;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use super::ModelMessage;
 
@@ -36,8 +36,9 @@ pub struct CachedMessage {
 /// The serialized forms of one message, filled on first use.
 #[derive(Debug, Clone, Default)]
 pub(super) struct WireForms {
-    /// Chat completions: the message object.
-    pub(super) openai: OnceLock<Box<[u8]>>,
+    /// Chat completions: the message object. Shared with the bodies being
+    /// sent, which copy it out as the socket takes it.
+    pub(super) openai: OnceLock<Arc<[u8]>>,
     /// Messages API: its role and content blocks.
     pub(super) anthropic: OnceLock<Box<super::anthropic::Blocks>>,
 }
@@ -151,21 +152,6 @@ pub(super) fn split_frame(frame: &[u8]) -> (&[u8], &[u8]) {
         .expect("a request frame has an empty messages array");
     let open = at + KEY.len() - 1;
     (&frame[..open], &frame[open..])
-}
-
-/// `head`, the pieces joined by commas, `tail`: one allocation, one copy.
-pub(super) fn join(head: &[u8], pieces: &[&[u8]], tail: &[u8]) -> Vec<u8> {
-    let len = head.len() + tail.len() + pieces.iter().map(|p| p.len() + 1).sum::<usize>();
-    let mut body = Vec::with_capacity(len);
-    body.extend_from_slice(head);
-    for (i, piece) in pieces.iter().enumerate() {
-        if i > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(piece);
-    }
-    body.extend_from_slice(tail);
-    body
 }
 
 #[cfg(test)]
