@@ -188,4 +188,3 @@ async fn cold_daemon_rss(
     editor.shutdown().await;
     (idle, after_load, held, body)
 }
-

@@ -9,7 +9,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use eventsource_stream::Event as SseEvent;
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -82,8 +81,8 @@ impl AnthropicProvider {
     }
 
     /// The body: the frame around the messages' cached blocks (serializing
-    /// the ones not cached yet), shared, not copied.
-    fn body_parts(&self, request: ModelRequest<'_>) -> BodyParts {
+    /// the ones not cached yet), borrowed, not copied.
+    fn body_parts<'a>(&self, request: ModelRequest<'a>) -> BodyParts<'a> {
         let max_tokens = request.max_output_tokens.unwrap_or(self.default_max_tokens);
         let frame = MessagesRequest {
             model: &self.model,
@@ -95,7 +94,7 @@ impl AnthropicProvider {
         };
         let frame = serde_json::to_vec(&frame).expect("a request body serializes");
         let (head, tail) = cached::split_frame(&frame);
-        let forms: Vec<&Blocks> = request
+        let forms: Vec<&'a Blocks> = request
             .messages
             .iter()
             .map(|m| {
@@ -138,8 +137,9 @@ impl Provider for AnthropicProvider {
     async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError> {
         let body = self.body_parts(request);
         let url = format!("{}/messages", self.base_url);
-        let response =
-            http::post_json(&self.client, &self.base_url, &url, self.headers(), body).await?;
+        let response = body
+            .send(|body| http::post_json(&self.client, &self.base_url, &url, self.headers(), body))
+            .await?;
         Ok(http::sse_stream(response, MessagesDecoder::default()))
     }
 }
@@ -305,7 +305,7 @@ fn conversation<'a>(messages: impl Iterator<Item = &'a ModelMessage>) -> Vec<Mes
 #[derive(Debug, Clone)]
 pub(super) struct Blocks {
     role: Option<Role>,
-    blocks: Vec<(bool, Arc<[u8]>)>,
+    blocks: Vec<(bool, Box<[u8]>)>,
 }
 
 impl Blocks {
@@ -337,7 +337,7 @@ impl Blocks {
 /// Writes the messages of [`conversation`] from cached blocks, comma
 /// separated: runs of one role merged, tool results first in a user
 /// message.
-fn write_conversation(body: &mut BodyParts, forms: &[&Blocks]) {
+fn write_conversation<'a>(body: &mut BodyParts<'a>, forms: &[&'a Blocks]) {
     let mut start = 0;
     while start < forms.len() {
         let role = forms[start].role;
@@ -346,9 +346,9 @@ fn write_conversation(body: &mut BodyParts, forms: &[&Blocks]) {
             .position(|f| f.role != role)
             .map_or(forms.len(), |n| start + n);
         if start > 0 {
-            body.literal(b",");
+            body.borrowed(b",");
         }
-        body.literal(match role {
+        body.borrowed(match role {
             Some(Role::User) => b"{\"role\":\"user\",\"content\":[",
             _ => b"{\"role\":\"assistant\",\"content\":[",
         });
@@ -359,11 +359,11 @@ fn write_conversation(body: &mut BodyParts, forms: &[&Blocks]) {
         let rest = blocks().filter(|(result, _)| !(user && *result));
         for (i, (_, block)) in first.chain(rest).enumerate() {
             if i > 0 {
-                body.literal(b",");
+                body.borrowed(b",");
             }
-            body.shared(block);
+            body.borrowed(block);
         }
-        body.literal(b"]}");
+        body.borrowed(b"]}");
         start = end;
     }
 }

@@ -1,59 +1,45 @@
-//! A request body as a list of parts — the frame's literal bytes and each
-//! message's cached serialized form, shared, not copied — sent to the
-//! socket as it is copied out, in blocks, instead of assembled whole first.
+//! A request body as a list of parts — the frame's own bytes and each
+//! message's cached serialized form, borrowed — sent to the socket while it
+//! is copied out, in blocks, instead of assembled whole first.
 //!
-//! The step path pays for the bytes that reach the server first, not for
-//! the whole history: the first block goes out while the rest is still
-//! being copied, the server reads while we copy, and no buffer the size of
-//! the request is allocated per step (BENCHMARKS.md §2). The body keeps
-//! `Content-Length` framing: its length is known before the first byte.
+//! The request is posted at once with a body fed through a channel; the
+//! provider's task copies the parts into 64 KB blocks and hands each over as
+//! the connection takes them. The first block leaves after 64 KB of copying
+//! whatever the history's length, the server reads while the rest is
+//! copied, and no buffer the size of the request exists per step
+//! (BENCHMARKS.md §2). The body keeps `Content-Length` framing: its length
+//! is known before the first byte. Nothing about a message is touched but
+//! its bytes (no reference count per message: thousands of those cost more
+//! than the copy).
 //!
 //! Invariant: the bytes sent are exactly [`BodyParts::to_vec`], which is
 //! what [`super::Provider::request_body`] returns and tests compare with a
 //! body serialized from scratch.
 
-use std::pin::Pin;
-use std::sync::Arc;
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::{pin, Pin};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use futures::future::{select, Either};
 use http_body::{Frame, SizeHint};
+use tokio::sync::mpsc;
 
-/// How much is copied into one block handed to the HTTP client. hyper
-/// buffers blocks until about 400 KB wait, then writes them with one
-/// `writev`; 64 KB blocks start that write after a quarter of a
-/// millisecond of copying at most, whatever the history's length.
+/// How much is copied into one block handed to the HTTP client.
 const BLOCK: usize = 64 * 1024;
 
-/// One piece of a body.
-#[derive(Debug, Clone)]
-enum Part {
-    /// Separators and the like.
-    Static(&'static [u8]),
-    /// The frame's head or tail (model, tools, options).
-    Owned(Box<[u8]>),
-    /// A message's cached serialized form.
-    Shared(Arc<[u8]>),
-}
-
-impl Part {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Part::Static(bytes) => bytes,
-            Part::Owned(bytes) => bytes,
-            Part::Shared(bytes) => bytes,
-        }
-    }
-}
+/// How many copied blocks may wait for the connection.
+const WAITING_BLOCKS: usize = 2;
 
 /// A request body, in order, as parts.
 #[derive(Debug, Clone, Default)]
-pub(super) struct BodyParts {
-    parts: Vec<Part>,
+pub(super) struct BodyParts<'a> {
+    parts: Vec<Cow<'a, [u8]>>,
     len: usize,
 }
 
-impl BodyParts {
+impl<'a> BodyParts<'a> {
     pub(super) fn with_capacity(parts: usize) -> Self {
         BodyParts {
             parts: Vec::with_capacity(parts),
@@ -63,98 +49,125 @@ impl BodyParts {
 
     /// Bytes of the frame, copied.
     pub(super) fn owned(&mut self, bytes: &[u8]) {
-        self.push(Part::Owned(bytes.into()));
+        self.push(Cow::Owned(bytes.to_vec()));
     }
 
-    pub(super) fn literal(&mut self, bytes: &'static [u8]) {
-        self.push(Part::Static(bytes));
+    /// Bytes that outlive the request: separators, a message's cached form.
+    pub(super) fn borrowed(&mut self, bytes: &'a [u8]) {
+        self.push(Cow::Borrowed(bytes));
     }
 
-    /// A message's serialized form, shared with its cache.
-    pub(super) fn shared(&mut self, bytes: &Arc<[u8]>) {
-        self.push(Part::Shared(Arc::clone(bytes)));
-    }
-
-    fn push(&mut self, part: Part) {
-        self.len += part.bytes().len();
+    fn push(&mut self, part: Cow<'a, [u8]>) {
+        self.len += part.len();
         self.parts.push(part);
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.len
     }
 
     /// The whole body in one buffer.
     pub(super) fn to_vec(&self) -> Vec<u8> {
         let mut body = Vec::with_capacity(self.len);
         for part in &self.parts {
-            body.extend_from_slice(part.bytes());
+            body.extend_from_slice(part);
         }
         body
     }
 
-    /// The body for the HTTP client: copied out in blocks as the client
-    /// asks for them, with its exact length (so `Content-Length` framing).
-    pub(super) fn into_body(self) -> reqwest::Body {
-        reqwest::Body::wrap(Streamed::new(self, BLOCK))
+    /// Runs `post` with this body as the request's, copying the parts out
+    /// block by block as the connection takes them. Returns what `post`
+    /// returns; once it has returned (the server answered, or the request
+    /// failed) nothing more is copied.
+    pub(super) async fn send<F: Future>(self, post: impl FnOnce(reqwest::Body) -> F) -> F::Output {
+        let (blocks, rx) = mpsc::channel(WAITING_BLOCKS);
+        let body = reqwest::Body::wrap(Fed {
+            rx,
+            remaining: self.len,
+        });
+        let fill = async move {
+            let mut cut = Cutter::new(&self.parts, BLOCK);
+            while let Some(block) = cut.next_block() {
+                if blocks.send(block).await.is_err() {
+                    // The connection dropped the body: it failed, or the
+                    // server answered before reading it all.
+                    break;
+                }
+            }
+        };
+        match select(pin!(post(body)), pin!(fill)).await {
+            Either::Left((out, _)) => out,
+            Either::Right(((), post)) => post.await,
+        }
     }
 }
 
-/// [`BodyParts`] as an [`http_body::Body`].
-struct Streamed {
-    parts: std::vec::IntoIter<Part>,
+/// Cuts parts into blocks of at most `block` bytes, across parts.
+struct Cutter<'p, 'a> {
+    parts: &'p [Cow<'a, [u8]>],
     /// The part being copied, and how much of it is out.
-    current: Option<(Part, usize)>,
-    remaining: usize,
+    at: (usize, usize),
     block: usize,
 }
 
-impl Streamed {
-    fn new(body: BodyParts, block: usize) -> Self {
-        Streamed {
-            parts: body.parts.into_iter(),
-            current: None,
-            remaining: body.len,
+impl<'p, 'a> Cutter<'p, 'a> {
+    fn new(parts: &'p [Cow<'a, [u8]>], block: usize) -> Self {
+        Cutter {
+            parts,
+            at: (0, 0),
             block,
         }
     }
 
-    /// The next block: up to `self.block` bytes, across parts.
     fn next_block(&mut self) -> Option<Bytes> {
-        if self.remaining == 0 {
-            return None;
-        }
-        let want = self.block.min(self.remaining);
-        let mut block = Vec::with_capacity(want);
-        while block.len() < want {
-            let (part, done) = match self.current.take() {
-                Some(current) => current,
-                None => match self.parts.next() {
-                    Some(part) => (part, 0),
-                    None => break,
-                },
-            };
-            let rest = &part.bytes()[done..];
-            let n = rest.len().min(want - block.len());
+        let mut block = Vec::new();
+        while let Some(part) = self.parts.get(self.at.0) {
+            if block.capacity() == 0 {
+                block.reserve_exact(self.block);
+            }
+            let rest = &part[self.at.1..];
+            let n = rest.len().min(self.block - block.len());
             block.extend_from_slice(&rest[..n]);
-            if done + n < part.bytes().len() {
-                self.current = Some((part, done + n));
+            self.at = if n == rest.len() {
+                (self.at.0 + 1, 0)
+            } else {
+                (self.at.0, self.at.1 + n)
+            };
+            if block.len() == self.block {
+                break;
             }
         }
-        self.remaining -= block.len();
-        Some(Bytes::from(block))
+        (!block.is_empty()).then(|| Bytes::from(block))
     }
 }
 
-impl http_body::Body for Streamed {
+/// A body whose blocks arrive through a channel, of a length known ahead.
+struct Fed {
+    rx: mpsc::Receiver<Bytes>,
+    remaining: usize,
+}
+
+/// The body's blocks stopped before its length was reached.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body ended {0} bytes short")]
+struct CutShort(usize);
+
+impl http_body::Body for Fed {
     type Data = Bytes;
-    type Error = std::convert::Infallible;
+    type Error = CutShort;
 
     fn poll_frame(
         self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        Poll::Ready(self.get_mut().next_block().map(|b| Ok(Frame::data(b))))
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, CutShort>>> {
+        let this = self.get_mut();
+        if this.remaining == 0 {
+            return Poll::Ready(None);
+        }
+        match this.rx.poll_recv(cx) {
+            Poll::Ready(Some(block)) => {
+                this.remaining = this.remaining.saturating_sub(block.len());
+                Poll::Ready(Some(Ok(Frame::data(block))))
+            }
+            Poll::Ready(None) => Poll::Ready(Some(Err(CutShort(this.remaining)))),
+            Poll::Pending => Poll::Pending,
+        }
     }
 
     fn is_end_stream(&self) -> bool {
@@ -170,50 +183,61 @@ impl http_body::Body for Streamed {
 mod tests {
     use super::*;
 
-    fn sample() -> BodyParts {
+    fn sample(pieces: &[Vec<u8>]) -> BodyParts<'_> {
         let mut body = BodyParts::default();
         body.owned(b"{\"messages\":[");
-        for i in 0..50 {
+        for (i, piece) in pieces.iter().enumerate() {
             if i > 0 {
-                body.literal(b",");
+                body.borrowed(b",");
             }
-            let piece: Arc<[u8]> = format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(i * 7))
-                .into_bytes()
-                .into();
-            body.shared(&piece);
+            body.borrowed(piece);
         }
         body.owned(b"]}");
         body
     }
 
+    fn pieces() -> Vec<Vec<u8>> {
+        (0..50)
+            .map(|i| format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(i * 7)).into_bytes())
+            .collect()
+    }
+
     #[test]
     fn blocks_carry_exactly_the_bytes_of_the_whole_body() {
-        let whole = sample().to_vec();
-        assert_eq!(sample().len(), whole.len());
+        let pieces = pieces();
+        let body = sample(&pieces);
+        let whole = body.to_vec();
+        assert_eq!(body.len, whole.len());
         // Block sizes that split parts anywhere, one byte, and more than all.
         for block in [1, 7, 64, 333, whole.len() - 1, whole.len(), whole.len() * 2] {
-            let mut streamed = Streamed::new(sample(), block);
+            let mut cut = Cutter::new(&body.parts, block);
             let mut sent = Vec::new();
             let mut blocks = 0;
-            while let Some(bytes) = streamed.next_block() {
+            while let Some(bytes) = cut.next_block() {
                 assert!(bytes.len() <= block && !bytes.is_empty());
-                assert_eq!(
-                    http_body::Body::size_hint(&streamed).exact(),
-                    Some((whole.len() - sent.len() - bytes.len()) as u64)
-                );
                 sent.extend_from_slice(&bytes);
                 blocks += 1;
             }
             assert_eq!(sent, whole, "block size {block}");
             assert_eq!(blocks, whole.len().div_ceil(block), "block size {block}");
-            assert!(http_body::Body::is_end_stream(&streamed));
         }
     }
 
-    #[test]
-    fn an_empty_body_ends_at_once() {
-        let mut streamed = Streamed::new(BodyParts::default(), BLOCK);
-        assert!(http_body::Body::is_end_stream(&streamed));
-        assert!(streamed.next_block().is_none());
+    #[tokio::test]
+    async fn the_fed_body_counts_down_its_length_and_errs_when_cut_short() {
+        use http_body::Body;
+        let (tx, rx) = mpsc::channel(4);
+        let mut body = Fed { rx, remaining: 10 };
+        async fn next(body: &mut Fed) -> Option<Result<Frame<Bytes>, CutShort>> {
+            std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await
+        }
+        tx.send(Bytes::from_static(b"012345")).await.unwrap();
+        let frame = next(&mut body).await.unwrap().unwrap();
+        assert_eq!(frame.into_data().unwrap(), &b"012345"[..]);
+        drop(tx);
+        let error = next(&mut body).await.unwrap().unwrap_err();
+        assert_eq!(error.to_string(), "the request body ended 4 bytes short");
+        assert_eq!(body.size_hint().exact(), Some(4));
+        assert!(!body.is_end_stream());
     }
 }

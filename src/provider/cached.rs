@@ -19,7 +19,7 @@
 //! [`Provider::request_body_from_scratch`]: super::Provider::request_body_from_scratch
 
 use std::ops::Deref;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use super::ModelMessage;
 
@@ -36,9 +36,8 @@ pub struct CachedMessage {
 /// The serialized forms of one message, filled on first use.
 #[derive(Debug, Clone, Default)]
 pub(super) struct WireForms {
-    /// Chat completions: the message object. Shared with the bodies being
-    /// sent, which copy it out as the socket takes it.
-    pub(super) openai: OnceLock<Arc<[u8]>>,
+    /// Chat completions: the message object.
+    pub(super) openai: OnceLock<Box<[u8]>>,
     /// Messages API: its role and content blocks.
     pub(super) anthropic: OnceLock<Box<super::anthropic::Blocks>>,
 }

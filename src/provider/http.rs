@@ -15,7 +15,6 @@ use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use super::body::BodyParts;
 use super::{Completion, ErrorKind, ProviderError, ProviderStream, StreamEvent};
 
 /// How long to wait for a TCP (and TLS) connection. There is deliberately
@@ -57,23 +56,26 @@ pub(crate) fn api_key(env_name: &str) -> Option<String> {
         .filter(|key| !key.trim().is_empty())
 }
 
-/// POSTs `body` (serialized JSON, sent as it is copied out) and returns
-/// the response once the server answered with a success status. Connect
-/// failures and non-2xx answers become classified errors here, before any
-/// of the body is read.
+/// POSTs `body` (serialized JSON) and returns the response once the server
+/// answered with a success status. Connect failures and non-2xx answers
+/// become classified errors here, before any of the body is read.
 pub(crate) async fn post_json(
     client: &reqwest::Client,
     base_url: &str,
     url: &str,
     headers: HeaderMap,
-    body: BodyParts,
+    body: reqwest::Body,
 ) -> Result<reqwest::Response, ProviderError> {
-    tracing::debug!(url, bytes = body.len(), "sending model request");
+    tracing::debug!(
+        url,
+        bytes = http_body::Body::size_hint(&body).exact(),
+        "sending model request"
+    );
     let response = client
         .post(url)
         .headers(headers)
         .header(CONTENT_TYPE, "application/json")
-        .body(body.into_body())
+        .body(body)
         .send()
         .await
         .map_err(|e| send_error(&e, base_url))?;

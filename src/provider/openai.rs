@@ -73,8 +73,8 @@ impl OpenAiProvider {
     }
 
     /// The body: the frame around the messages' cached forms (serializing
-    /// the ones not cached yet), shared, not copied.
-    fn body_parts(&self, request: ModelRequest<'_>) -> BodyParts {
+    /// the ones not cached yet), borrowed, not copied.
+    fn body_parts<'a>(&self, request: ModelRequest<'a>) -> BodyParts<'a> {
         let max_tokens = self.max_tokens(request);
         let no_messages = ModelRequest {
             messages: &[],
@@ -87,12 +87,12 @@ impl OpenAiProvider {
         body.owned(head);
         for (i, m) in request.messages.iter().enumerate() {
             if i > 0 {
-                body.literal(b",");
+                body.borrowed(b",");
             }
-            body.shared(m.wire.openai.get_or_init(|| {
+            body.borrowed(m.wire.openai.get_or_init(|| {
                 serde_json::to_vec(&ChatMessage::from(m.message()))
                     .expect("a message serializes")
-                    .into()
+                    .into_boxed_slice()
             }));
         }
         body.owned(tail);
@@ -126,8 +126,9 @@ impl Provider for OpenAiProvider {
     async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError> {
         let body = self.body_parts(request);
         let url = format!("{}/chat/completions", self.base_url);
-        let response =
-            http::post_json(&self.client, &self.base_url, &url, self.headers(), body).await?;
+        let response = body
+            .send(|body| http::post_json(&self.client, &self.base_url, &url, self.headers(), body))
+            .await?;
         Ok(http::sse_stream(response, ChatDecoder::default()))
     }
 }
