@@ -25,11 +25,14 @@
 //! write and its fsync), which splits each gap into: tool returned ->
 //! next step started (the log: `tool_result`, `step_end`, `step_start`);
 //! step started -> first byte at the server (repair, tool specs, body,
-//! connect, send). That second part is then split further by timing its
-//! pieces alone on a history of the same shape, growing it by one step
-//! (2 messages) before each sample as the session does: the repair
-//! pipeline, the request body, and sending those bytes until the first
-//! byte reaches the server.
+//! connect, send), and the time until the server has read the whole
+//! request is printed beside it. That second part is then split further by
+//! timing its pieces alone on a history of the same shape, growing it by
+//! one step (2 messages) before each sample as the session does: the
+//! repair pipeline, and `provider.stream` (the body's parts, connecting,
+//! the body sent as it is copied out) until the first byte and until the
+//! last reaches the server; beside them, the whole body copied into one
+//! buffer, the cost of copying the history once.
 //!
 //! Memory: the 5,000-message session is then loaded by the release binary
 //! (`tandem lsp`, `tandem/loadSession`) and prompted once; its `VmRSS` is
@@ -51,8 +54,10 @@ mod model_server;
 #[path = "common/stdio_editor.rs"]
 mod stdio_editor;
 
+#[path = "step_overhead/memory.rs"]
+mod memory;
+
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -71,8 +76,7 @@ use tandem::vocab::event::{
 
 use common::{fmt, ms, report, verdict, Stats};
 use inproc::{daemon, model_server_thread, session_config, StampingSink};
-use model_server::{openai, ModelServer, Reply};
-use stdio_editor::{tandem_bin, Editor};
+use model_server::{openai, ModelServer, RecordedRequest, Reply};
 
 const BULK_CALLS: usize = 49;
 const TARGETS: [usize; 4] = [200, 1_000, 5_000, 20_000];
@@ -153,6 +157,8 @@ struct Scenario {
     log: Duration,
     /// `step_start` -> first byte at the server.
     step_to_request: Duration,
+    /// `step_start` -> the whole request read by the server.
+    step_to_whole: Duration,
     /// Where the session's log is, for the memory measurement.
     home: tempfile::TempDir,
     session_id: String,
@@ -241,7 +247,7 @@ async fn run(server: &Arc<ModelServer>, target: usize, durability: Durability) -
     let mut gaps = Vec::new();
     let mut messages = Vec::new();
     let mut bodies = Vec::new();
-    let (mut a, mut c) = (Vec::new(), Vec::new());
+    let (mut a, mut c, mut whole) = (Vec::new(), Vec::new(), Vec::new());
     for (i, id) in measured_ids.iter().enumerate() {
         // The request after measured step i is step bulk + i + 2 (1-based).
         let step = (bulk_steps + i + 2) as u32;
@@ -253,6 +259,7 @@ async fn run(server: &Arc<ModelServer>, target: usize, durability: Durability) -
         assert!(logged <= started);
         a.push(started.duration_since(ready));
         c.push(request.arrived.duration_since(started));
+        whole.push(request.received_at.duration_since(started));
         messages.push(request.body["messages"].as_array().map_or(0, Vec::len));
         bodies.push(request.raw_body.len());
     }
@@ -271,6 +278,7 @@ async fn run(server: &Arc<ModelServer>, target: usize, durability: Durability) -
         median_body: bodies[bodies.len() / 2],
         log: Stats::of(&a).median,
         step_to_request: Stats::of(&c).median,
+        step_to_whole: Stats::of(&whole).median,
         label,
         home,
         session_id: session.id.clone(),
@@ -358,13 +366,21 @@ fn step_events(n: usize) -> [Event; 2] {
 /// The request path's pieces, each timed alone (medians of 20).
 struct Split {
     repair: Duration,
-    body: Duration,
+    /// The whole body copied into one buffer: not on the step's path any
+    /// more (the provider sends the body as it copies it out), the
+    /// reference for what copying the history costs.
+    whole_body: Duration,
+    /// `provider.stream` until the server reads the first byte: the body's
+    /// parts, connecting, and the first blocks sent.
     send: Duration,
+    /// ... until the server has read the whole request.
+    send_all: Duration,
     body_bytes: usize,
 }
 
 /// Splits "step start -> first byte" of a `target`-message history into
-/// the repair pipeline, the request body and sending it, each timed alone.
+/// the repair pipeline and sending the request (`provider.stream`), each
+/// timed alone, and times the whole body built in one buffer beside them.
 /// Before each sample the history grows by one step, as in a session.
 async fn split_request_path(server: &Arc<ModelServer>, target: usize) -> Split {
     let events = history_events(target);
@@ -380,13 +396,6 @@ async fn split_request_path(server: &Arc<ModelServer>, target: usize) -> Split {
     }));
     let specs = tools.offered(ApprovalMode::Review, ClientAbilities::default());
     let provider = tandem::provider::from_config(&server.model_config(ProviderKind::Openai));
-    // A client like the providers' own: no pool (the server closes every
-    // connection), no Nagle.
-    let client = reqwest::Client::builder()
-        .tcp_nodelay(true)
-        .build()
-        .expect("client");
-    let url = format!("{}/chat/completions", server.base_url());
     // The first request builds whatever is built once; then the samples.
     let _ = projection.repair(limits);
     let mut body = provider.request_body(ModelRequest {
@@ -404,36 +413,34 @@ async fn split_request_path(server: &Arc<ModelServer>, target: usize) -> Split {
         let repaired = projection.repair(limits);
         repairs.push(start.elapsed());
         assert!(repaired.is_empty(), "the history needs no repair");
-        let start = Instant::now();
-        body = provider.request_body(ModelRequest {
+        let request = ModelRequest {
             messages: projection.messages(),
             tools: &specs,
             max_output_tokens: None,
-        });
-        bodies.push(start.elapsed());
+        };
         server.push(openai::text(["ok"]));
-        let bytes = body.clone();
         let start = Instant::now();
-        let response = client
-            .post(&url)
-            .header("content-type", "application/json")
-            .body(bytes)
-            .send()
-            .await
-            .expect("the model server answers");
-        drop(response);
+        let stream = provider.stream(request).await;
         sends.push(start);
+        drop(stream.expect("the model server answers"));
+        let start = Instant::now();
+        body = provider.request_body(request);
+        bodies.push(start.elapsed());
     }
     let requests = server.requests();
-    let send_times: Vec<Duration> = requests[before..]
-        .iter()
-        .zip(&sends)
-        .map(|(request, start)| request.arrived.duration_since(*start))
-        .collect();
+    let since = |at: fn(&RecordedRequest) -> Instant| {
+        let times: Vec<Duration> = requests[before..]
+            .iter()
+            .zip(&sends)
+            .map(|(request, start)| at(request).duration_since(*start))
+            .collect();
+        Stats::of(&times).median
+    };
     Split {
         repair: Stats::of(&repairs).median,
-        body: Stats::of(&bodies).median,
-        send: Stats::of(&send_times).median,
+        whole_body: Stats::of(&bodies).median,
+        send: since(|r| r.arrived),
+        send_all: since(|r| r.received_at),
         body_bytes: body.len(),
     }
 }
@@ -467,183 +474,6 @@ async fn raw_request_floor(server: &Arc<ModelServer>) -> Duration {
         .map(|(request, start)| request.arrived.duration_since(*start))
         .collect();
     Stats::of(&times).median
-}
-
-/// `VmRSS` of a process, in bytes.
-fn rss_bytes(pid: u32) -> usize {
-    rss_parts(pid).0
-}
-
-/// `VmRSS` once it holds still: the daemon gives freed memory back when
-/// its stdout writer goes idle, which may be just after the frame that
-/// answered (a trim takes milliseconds). Read every 20 ms until two reads
-/// agree, for at most a second.
-async fn settled_rss(pid: u32) -> usize {
-    let mut last = rss_bytes(pid);
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let now = rss_bytes(pid);
-        if now == last {
-            break;
-        }
-        last = now;
-    }
-    last
-}
-
-/// `VmRSS`, `RssAnon` and `RssFile` of a process, in bytes: the heap and
-/// stacks apart from the binary's pages read in from disk (code that ran).
-fn rss_parts(pid: u32) -> (usize, usize, usize) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    let field = |name: &str| -> usize {
-        let kb: usize = status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or_else(|| panic!("{name} line"));
-        kb * 1024
-    };
-    (field("VmRSS:"), field("RssAnon:"), field("RssFile:"))
-}
-
-/// A small session (one prompt and its answer) written to `home` by a
-/// daemon of its own: loading and prompting it first warms the measured
-/// daemon's code (the binary's pages it reads in) and allocator, so what
-/// loading the large session adds after it is what holding it costs.
-async fn small_session(server: &Arc<ModelServer>, home: &Path) -> String {
-    let root = tempfile::tempdir().expect("workspace");
-    let mut editor = Editor::spawn(&tandem_bin(), &["lsp"], home);
-    editor.handshake(root.path()).await;
-    let id = editor
-        .new_session(&server.base_url(), model_server::MODEL_NAME)
-        .await;
-    server.push(openai::text(["ok"]));
-    editor.prompt(&id, "hello").await;
-    editor.shutdown().await;
-    id
-}
-
-/// The release binary loads the session in `home` and answers one prompt
-/// in it: (RSS before loading, after loading, after the answer, the body
-/// it sent). Then, in a second daemon warmed by loading and prompting a
-/// small session first, what the large one adds to that (printed, and
-/// returned last).
-async fn daemon_rss(
-    server: &Arc<ModelServer>,
-    home: &Path,
-    session_id: &str,
-) -> (usize, usize, usize, usize, usize) {
-    let measured = cold_daemon_rss(server, home, session_id).await;
-    let small = small_session(server, home).await;
-    let root = tempfile::tempdir().expect("workspace");
-    let mut editor = Editor::spawn(&tandem_bin(), &["lsp"], home);
-    editor.handshake(root.path()).await;
-    let pid = editor.child.id().expect("daemon pid");
-    let mut after = Vec::new();
-    for (id, text) in [(small.as_str(), "warm"), (session_id, "one more")] {
-        let loaded = editor
-            .request("tandem/loadSession", json!({"sessionId": id}))
-            .await;
-        assert!(
-            loaded.get("result").is_some(),
-            "loadSession failed: {loaded}"
-        );
-        server.push(openai::text(["ok"]));
-        editor.prompt(id, text).await;
-        settled_rss(pid).await;
-        after.push(rss_parts(pid));
-    }
-    probe_heap(pid, home);
-    let ((warm, warm_anon, warm_file), (held, held_anon, held_file)) = (after[0], after[1]);
-    println!(
-        "  warm daemon (a small session loaded and prompted first): RSS {} MB, then {} MB holding the 5,000-message session after a prompt: +{} MB = +{} MB anonymous + {} MB of the binary ({:.2}x the request)",
-        mb(warm),
-        mb(held),
-        mb(held.saturating_sub(warm)),
-        mb(held_anon.saturating_sub(warm_anon)),
-        mb(held_file.saturating_sub(warm_file)),
-        held.saturating_sub(warm) as f64 / measured.3 as f64
-    );
-    editor.shutdown().await;
-    let (idle, after_load, cold_held, body) = measured;
-    (idle, after_load, cold_held, body, held.saturating_sub(warm))
-}
-
-/// `TANDEM_BENCH_TRIM=1`: how much of the daemon's heap is in use and how
-/// much the allocator holds free, by gdb calling `malloc_stats()` (its
-/// output goes to the daemon's stderr log, printed here) and then
-/// `malloc_trim(0)` in the daemon.
-fn probe_heap(pid: u32, home: &Path) {
-    if !std::env::var("TANDEM_BENCH_TRIM").is_ok_and(|v| v == "1") {
-        return;
-    }
-    let stderr = home.join("stderr.log");
-    let seen = std::fs::metadata(&stderr).map_or(0, |m| m.len() as usize);
-    let probed = std::process::Command::new("gdb")
-        .args(["-p", &pid.to_string(), "-batch"])
-        .args(["-ex", "call (void)malloc_stats()"])
-        .args(["-ex", "call (int)malloc_trim(0)"])
-        .output();
-    match probed {
-        Ok(out) if out.status.success() => {
-            let log = std::fs::read(&stderr).unwrap_or_default();
-            let stats = String::from_utf8_lossy(log.get(seen..).unwrap_or_default());
-            let lines: Vec<&str> = stats.lines().map(str::trim).collect();
-            println!("    malloc_stats: {}", lines.join("; "));
-            let (all, anon, _) = rss_parts(pid);
-            println!(
-                "  after malloc_trim(0) in the daemon: RSS {} MB ({} MB anonymous)",
-                mb(all),
-                mb(anon)
-            );
-        }
-        _ => println!("  TANDEM_BENCH_TRIM: gdb could not attach; not measured"),
-    }
-}
-
-/// [`daemon_rss`]'s measurement in a fresh daemon.
-async fn cold_daemon_rss(
-    server: &Arc<ModelServer>,
-    home: &Path,
-    session_id: &str,
-) -> (usize, usize, usize, usize) {
-    let root = tempfile::tempdir().expect("workspace");
-    let mut editor = Editor::spawn(&tandem_bin(), &["lsp"], home);
-    editor.handshake(root.path()).await;
-    let pid = editor.child.id().expect("daemon pid");
-    let idle = rss_bytes(pid);
-    let show = |when: &str| {
-        let (all, anon, file) = rss_parts(pid);
-        println!(
-            "  RSS {when}: {} MB = {} MB anonymous (heap, stacks) + {} MB of the binary and libraries",
-            mb(all),
-            mb(anon),
-            mb(file)
-        );
-    };
-    show("idle");
-    let loaded = editor
-        .request("tandem/loadSession", json!({"sessionId": session_id}))
-        .await;
-    assert!(
-        loaded.get("result").is_some(),
-        "loadSession failed: {loaded}"
-    );
-    let after_load = settled_rss(pid).await;
-    show("after loadSession");
-    let before = server.requests().len();
-    server.push(openai::text(["ok"]));
-    editor.prompt(session_id, "one more").await;
-    let held = settled_rss(pid).await;
-    show("holding the session after a prompt");
-    probe_heap(pid, home);
-    let body = server.requests()[before..]
-        .last()
-        .expect("the prompt reached the model server")
-        .raw_body
-        .len();
-    editor.shutdown().await;
-    (idle, after_load, held, body)
 }
 
 #[tokio::main]
@@ -682,9 +512,10 @@ async fn main() {
                 &scenario.stats,
             );
             println!(
-                "  median split: tool returned -> next step_start logged {}; -> first byte at server {}",
+                "  median split: tool returned -> next step_start logged {}; -> first byte at server {}; -> whole request read {}",
                 fmt(scenario.log),
-                fmt(scenario.step_to_request)
+                fmt(scenario.step_to_request),
+                fmt(scenario.step_to_whole)
             );
             scenarios.push((target, durability, scenario));
         }
@@ -694,8 +525,8 @@ async fn main() {
         fmt(raw_request_floor(&server).await)
     );
     println!("step start -> first byte, its pieces timed alone (medians of 20, history growing a step each):");
-    println!("| messages | body | repair | request body | send until first byte |");
-    println!("|---|---|---|---|---|");
+    println!("| messages | body | repair | send (provider.stream) until first byte | until the whole request is read | whole body in one buffer (not on the path) |");
+    println!("|---|---|---|---|---|---|");
     // One case asked for: its pieces only.
     for target in TARGETS {
         if !only.is_empty() && !only.starts_with(&format!("{target}-")) {
@@ -703,24 +534,26 @@ async fn main() {
         }
         let split = split_request_path(&server, target).await;
         println!(
-            "| {target} | {} KB | {} | {} | {} |",
+            "| {target} | {} KB | {} | {} | {} | {} |",
             split.body_bytes / 1024,
             fmt(split.repair),
-            fmt(split.body),
-            fmt(split.send)
+            fmt(split.send),
+            fmt(split.send_all),
+            fmt(split.whole_body)
         );
     }
     println!("side by side (default durability), medians:");
-    println!("| messages | request | step overhead | log | step start -> first byte |");
-    println!("|---|---|---|---|---|");
+    println!("| messages | request | step overhead | log | step start -> first byte | step start -> whole request read |");
+    println!("|---|---|---|---|---|---|");
     for (target, durability, scenario) in &scenarios {
         if *durability == Durability::Fsync {
             println!(
-                "| {target} | {} KB | {} | {} | {} |",
+                "| {target} | {} KB | {} | {} | {} | {} |",
                 scenario.median_body / 1024,
                 fmt(scenario.stats.median),
                 fmt(scenario.log),
-                fmt(scenario.step_to_request)
+                fmt(scenario.step_to_request),
+                fmt(scenario.step_to_whole)
             );
         }
     }
@@ -735,7 +568,7 @@ async fn main() {
             .join(format!("{}.jsonl", scenario.session_id));
         let log_bytes = std::fs::metadata(&log_path).map_or(0, |m| m.len() as usize);
         let (idle, after_load, held, body, warm_growth) =
-            daemon_rss(&server, scenario.home.path(), &scenario.session_id).await;
+            memory::daemon_rss(&server, scenario.home.path(), &scenario.session_id).await;
         println!(
             "memory, release binary: RSS {} MB idle, {} MB after loadSession, {} MB holding the 5,000-message session (+{} MB) after a request of {} MB (its log: {} MB)",
             mb(idle),
@@ -783,15 +616,17 @@ async fn main() {
             / large.median_body as u32;
         drop(copy);
         let growth = large.stats.median.saturating_sub(small.stats.median);
+        let whole = large.step_to_whole.saturating_sub(small.step_to_whole);
         println!(
-            "growth 5,000 -> 20,000: {} (copying the {} extra KB twice, into the body and the socket: {})",
+            "growth 5,000 -> 20,000: {} (copying the {} extra KB twice, into the body and the socket: {}); until the whole request is read: {}",
             fmt(growth),
             (large.median_body - small.median_body) / 1024,
-            fmt(copied)
+            fmt(copied),
+            fmt(whole)
         );
     }
 }
 
-fn mb(bytes: usize) -> String {
+pub(crate) fn mb(bytes: usize) -> String {
     format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))
 }

@@ -15,6 +15,7 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::body::BodyParts;
 use super::cached;
 use super::http::{self, SseDecoder};
 use super::{
@@ -78,6 +79,39 @@ impl AnthropicProvider {
         }
         headers
     }
+
+    /// The body: the frame around the messages' cached blocks (serializing
+    /// the ones not cached yet), borrowed, not copied.
+    fn body_parts<'a>(&self, request: ModelRequest<'a>) -> BodyParts<'a> {
+        let max_tokens = request.max_output_tokens.unwrap_or(self.default_max_tokens);
+        let frame = MessagesRequest {
+            model: &self.model,
+            max_tokens,
+            system: system_prompt(request.messages.iter().map(|m| m.message())),
+            messages: Vec::new(),
+            tools: request.tools.iter().map(Tool::from).collect(),
+            stream: true,
+        };
+        let frame = serde_json::to_vec(&frame).expect("a request body serializes");
+        let (head, tail) = cached::split_frame(&frame);
+        let forms: Vec<&'a Blocks> = request
+            .messages
+            .iter()
+            .map(|m| {
+                &**m.wire
+                    .anthropic
+                    .get_or_init(|| Box::new(Blocks::of(m.message())))
+            })
+            .filter(|b| b.role.is_some())
+            .collect();
+        // Each block and its comma, and each merged message's frame.
+        let parts = forms.iter().map(|f| 2 * f.blocks.len() + 3).sum::<usize>();
+        let mut body = BodyParts::with_capacity(parts + 2);
+        body.owned(head);
+        write_conversation(&mut body, &forms);
+        body.owned(tail);
+        body
+    }
 }
 
 #[async_trait::async_trait]
@@ -91,34 +125,7 @@ impl Provider for AnthropicProvider {
     }
 
     fn request_body(&self, request: ModelRequest<'_>) -> Vec<u8> {
-        let max_tokens = request.max_output_tokens.unwrap_or(self.default_max_tokens);
-        let frame = MessagesRequest {
-            model: &self.model,
-            max_tokens,
-            system: system_prompt(request.messages.iter().map(|m| m.message())),
-            messages: Vec::new(),
-            tools: request.tools.iter().map(Tool::from).collect(),
-            stream: true,
-        };
-        let frame = serde_json::to_vec(&frame).expect("a request body serializes");
-        let (head, tail) = cached::split_frame(&frame);
-        let forms: Vec<&Blocks> = request
-            .messages
-            .iter()
-            .map(|m| {
-                &**m.wire
-                    .anthropic
-                    .get_or_init(|| Box::new(Blocks::of(m.message())))
-            })
-            .filter(|b| b.role.is_some())
-            .collect();
-        // Each block and its comma, and each merged message's frame.
-        let len = forms.iter().map(|f| f.bytes() + 2 * f.blocks.len() + 32);
-        let mut body = Vec::with_capacity(head.len() + tail.len() + len.sum::<usize>());
-        body.extend_from_slice(head);
-        write_conversation(&mut body, &forms);
-        body.extend_from_slice(tail);
-        body
+        self.body_parts(request).to_vec()
     }
 
     fn request_body_from_scratch(&self, request: ModelRequest<'_>) -> Vec<u8> {
@@ -128,10 +135,11 @@ impl Provider for AnthropicProvider {
     }
 
     async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError> {
-        let body = self.request_body(request);
+        let body = self.body_parts(request);
         let url = format!("{}/messages", self.base_url);
-        let response =
-            http::post_json(&self.client, &self.base_url, &url, self.headers(), body).await?;
+        let response = body
+            .send(|body| http::post_json(&self.client, &self.base_url, &url, self.headers(), body))
+            .await?;
         Ok(http::sse_stream(response, MessagesDecoder::default()))
     }
 }
@@ -312,10 +320,7 @@ impl Blocks {
             .iter()
             .map(|block| {
                 let json = serde_json::to_vec(block).expect("a block serializes");
-                (
-                    matches!(block, Block::ToolResult { .. }),
-                    json.into_boxed_slice(),
-                )
+                (matches!(block, Block::ToolResult { .. }), json.into())
             })
             .collect();
         Blocks {
@@ -332,7 +337,7 @@ impl Blocks {
 /// Writes the messages of [`conversation`] from cached blocks, comma
 /// separated: runs of one role merged, tool results first in a user
 /// message.
-fn write_conversation(body: &mut Vec<u8>, forms: &[&Blocks]) {
+fn write_conversation<'a>(body: &mut BodyParts<'a>, forms: &[&'a Blocks]) {
     let mut start = 0;
     while start < forms.len() {
         let role = forms[start].role;
@@ -341,9 +346,9 @@ fn write_conversation(body: &mut Vec<u8>, forms: &[&Blocks]) {
             .position(|f| f.role != role)
             .map_or(forms.len(), |n| start + n);
         if start > 0 {
-            body.push(b',');
+            body.borrowed(b",");
         }
-        body.extend_from_slice(match role {
+        body.borrowed(match role {
             Some(Role::User) => b"{\"role\":\"user\",\"content\":[",
             _ => b"{\"role\":\"assistant\",\"content\":[",
         });
@@ -354,11 +359,11 @@ fn write_conversation(body: &mut Vec<u8>, forms: &[&Blocks]) {
         let rest = blocks().filter(|(result, _)| !(user && *result));
         for (i, (_, block)) in first.chain(rest).enumerate() {
             if i > 0 {
-                body.push(b',');
+                body.borrowed(b",");
             }
-            body.extend_from_slice(block);
+            body.borrowed(block);
         }
-        body.extend_from_slice(b"]}");
+        body.borrowed(b"]}");
         start = end;
     }
 }

@@ -153,21 +153,6 @@ pub(super) fn split_frame(frame: &[u8]) -> (&[u8], &[u8]) {
     (&frame[..open], &frame[open..])
 }
 
-/// `head`, the pieces joined by commas, `tail`: one allocation, one copy.
-pub(super) fn join(head: &[u8], pieces: &[&[u8]], tail: &[u8]) -> Vec<u8> {
-    let len = head.len() + tail.len() + pieces.iter().map(|p| p.len() + 1).sum::<usize>();
-    let mut body = Vec::with_capacity(len);
-    body.extend_from_slice(head);
-    for (i, piece) in pieces.iter().enumerate() {
-        if i > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(piece);
-    }
-    body.extend_from_slice(tail);
-    body
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

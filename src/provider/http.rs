@@ -64,9 +64,13 @@ pub(crate) async fn post_json(
     base_url: &str,
     url: &str,
     headers: HeaderMap,
-    body: Vec<u8>,
+    body: reqwest::Body,
 ) -> Result<reqwest::Response, ProviderError> {
-    tracing::debug!(url, bytes = body.len(), "sending model request");
+    tracing::debug!(
+        url,
+        bytes = http_body::Body::size_hint(&body).exact(),
+        "sending model request"
+    );
     let response = client
         .post(url)
         .headers(headers)

@@ -11,6 +11,7 @@
 //! timeouts between chunks and recovery belong to the driver.
 
 pub mod anthropic;
+mod body;
 mod cached;
 mod http;
 pub mod openai;

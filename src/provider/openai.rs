@@ -14,6 +14,7 @@ use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::body::BodyParts;
 use super::cached;
 use super::http::{self, SseDecoder};
 use super::{
@@ -70,6 +71,33 @@ impl OpenAiProvider {
         }
         headers
     }
+
+    /// The body: the frame around the messages' cached forms (serializing
+    /// the ones not cached yet), borrowed, not copied.
+    fn body_parts<'a>(&self, request: ModelRequest<'a>) -> BodyParts<'a> {
+        let max_tokens = self.max_tokens(request);
+        let no_messages = ModelRequest {
+            messages: &[],
+            ..request
+        };
+        let frame = serde_json::to_vec(&ChatRequest::new(&self.model, no_messages, max_tokens))
+            .expect("a request body serializes");
+        let (head, tail) = cached::split_frame(&frame);
+        let mut body = BodyParts::with_capacity(2 * request.messages.len() + 2);
+        body.owned(head);
+        for (i, m) in request.messages.iter().enumerate() {
+            if i > 0 {
+                body.borrowed(b",");
+            }
+            body.borrowed(m.wire.openai.get_or_init(|| {
+                serde_json::to_vec(&ChatMessage::from(m.message()))
+                    .expect("a message serializes")
+                    .into_boxed_slice()
+            }));
+        }
+        body.owned(tail);
+        body
+    }
 }
 
 #[async_trait::async_trait]
@@ -83,26 +111,7 @@ impl Provider for OpenAiProvider {
     }
 
     fn request_body(&self, request: ModelRequest<'_>) -> Vec<u8> {
-        let max_tokens = self.max_tokens(request);
-        let no_messages = ModelRequest {
-            messages: &[],
-            ..request
-        };
-        let frame = serde_json::to_vec(&ChatRequest::new(&self.model, no_messages, max_tokens))
-            .expect("a request body serializes");
-        let (head, tail) = cached::split_frame(&frame);
-        let pieces: Vec<&[u8]> = request
-            .messages
-            .iter()
-            .map(|m| {
-                &**m.wire.openai.get_or_init(|| {
-                    serde_json::to_vec(&ChatMessage::from(m.message()))
-                        .expect("a message serializes")
-                        .into_boxed_slice()
-                })
-            })
-            .collect();
-        cached::join(head, &pieces, tail)
+        self.body_parts(request).to_vec()
     }
 
     fn request_body_from_scratch(&self, request: ModelRequest<'_>) -> Vec<u8> {
@@ -115,10 +124,11 @@ impl Provider for OpenAiProvider {
     }
 
     async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError> {
-        let body = self.request_body(request);
+        let body = self.body_parts(request);
         let url = format!("{}/chat/completions", self.base_url);
-        let response =
-            http::post_json(&self.client, &self.base_url, &url, self.headers(), body).await?;
+        let response = body
+            .send(|body| http::post_json(&self.client, &self.base_url, &url, self.headers(), body))
+            .await?;
         Ok(http::sse_stream(response, ChatDecoder::default()))
     }
 }

@@ -78,6 +78,7 @@ fn assert_bodies_match_the_log(server: &ModelServer, log: &[Value]) -> usize {
             continue;
         };
         let request: &RecordedRequest = sent.next().expect("a request for each model_request");
+        assert_length_framed(request);
         if purpose != "step" {
             continue;
         }
@@ -115,6 +116,51 @@ fn assert_bodies_match_the_log(server: &ModelServer, log: &[Value]) -> usize {
         compared += 1;
     }
     compared
+}
+
+/// The body is streamed, yet framed by `Content-Length` (local servers
+/// reject chunked requests), and the length is the body's.
+fn assert_length_framed(request: &RecordedRequest) {
+    let header = |name: &str| {
+        request
+            .headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(header("transfer-encoding"), None, "{:?}", request.headers);
+    assert_eq!(
+        header("content-length"),
+        Some(request.raw_body.len().to_string().as_str())
+    );
+}
+
+#[tokio::test]
+async fn a_request_of_many_blocks_arrives_whole_and_length_framed() {
+    // A prompt of 1 MB: the body goes out in 64 KB blocks, the prompt's
+    // form split across them; the second request sends it from the cache.
+    let server = ModelServer::start().await;
+    server.push(openai::text(["ok"]));
+    server.push(openai::text(["ok again"]));
+    let root = tempfile::tempdir().unwrap();
+    let mut editor = editor_in(None, &[], root.path()).await;
+    let mut config = server.session_config();
+    config["model"]["context_window"] = json!(10_000_000);
+    let session = editor.new_session(config).await;
+    let big: String = (0..100_000).map(|i| format!("{:09}\n", i)).collect();
+    let (response, _) = editor.prompt(&session, &big).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let (response, _) = editor.prompt(&session, "and this").await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        assert_length_framed(request);
+        assert!(request.raw_body.len() > 1_000_000);
+        assert_eq!(request.body["messages"][1]["content"], big.as_str());
+    }
+    assert_eq!(requests[1].body["messages"][2]["content"], "ok");
+    assert_eq!(requests[1].body["messages"][3]["content"], "and this");
 }
 
 #[tokio::test]

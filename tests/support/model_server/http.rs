@@ -103,6 +103,7 @@ async fn read_request(socket: &mut TcpStream) -> Option<RecordedRequest> {
         }
         body.extend_from_slice(&chunk[..n]);
     }
+    let received_at = Instant::now();
     let raw_body = String::from_utf8_lossy(&body).into_owned();
     Some(RecordedRequest {
         method,
@@ -110,7 +111,7 @@ async fn read_request(socket: &mut TcpStream) -> Option<RecordedRequest> {
         headers,
         body: serde_json::from_str(&raw_body).unwrap_or(Value::Null),
         raw_body,
-        received_at: Instant::now(),
+        received_at,
         arrived: arrived.unwrap_or_else(Instant::now),
     })
 }
