@@ -66,22 +66,35 @@ async fn small_session(server: &Arc<ModelServer>, home: &Path) -> String {
     id
 }
 
+/// What [`daemon_rss`] measured, in bytes.
+pub(crate) struct Memory {
+    /// The fresh daemon: idle, after `tandem/loadSession`, holding the
+    /// session after a prompt.
+    pub idle: usize,
+    pub after_load: usize,
+    pub held: usize,
+    /// The request body the prompt sent.
+    pub body: usize,
+    /// The warm daemon: holding the large session after a prompt, over
+    /// holding the small one.
+    pub warm_growth: usize,
+    /// The warm daemon: holding the small session, over idle.
+    pub first_session: usize,
+}
+
 /// The release binary loads the session in `home` and answers one prompt
-/// in it: (RSS before loading, after loading, after the answer, the body
-/// it sent). Then, in a second daemon warmed by loading and prompting a
-/// small session first, what the large one adds to that (printed, and
-/// returned last).
-pub(crate) async fn daemon_rss(
-    server: &Arc<ModelServer>,
-    home: &Path,
-    session_id: &str,
-) -> (usize, usize, usize, usize, usize) {
+/// in it (RSS before loading, after loading, after the answer, the body it
+/// sent). Then, in a second daemon warmed by loading and prompting a small
+/// session first, what the small one adds to the idle daemon and what the
+/// large one adds to that.
+pub(crate) async fn daemon_rss(server: &Arc<ModelServer>, home: &Path, session_id: &str) -> Memory {
     let measured = cold_daemon_rss(server, home, session_id).await;
     let small = small_session(server, home).await;
     let root = tempfile::tempdir().expect("workspace");
     let mut editor = Editor::spawn(&tandem_bin(), &["lsp"], home);
     editor.handshake(root.path()).await;
     let pid = editor.child.id().expect("daemon pid");
+    let idle = rss_parts(pid);
     let mut after = Vec::new();
     for (id, text) in [(small.as_str(), "warm"), (session_id, "one more")] {
         let loaded = editor
@@ -95,6 +108,19 @@ pub(crate) async fn daemon_rss(
         editor.prompt(id, text).await;
         settled_rss(pid).await;
         after.push(rss_parts(pid));
+        if after.len() == 1 {
+            let requests = server.requests();
+            let request = requests.last().expect("the small session's request");
+            println!(
+                "  the same daemon idle: RSS {} MB; holding a small session ({} messages, a {} KB request) after a prompt: +{} MB = +{} MB anonymous + {} MB of the binary: what a daemon's first session adds whatever its length",
+                mb(idle.0),
+                request.body["messages"].as_array().map_or(0, Vec::len),
+                request.raw_body.len() / 1024,
+                mb(after[0].0.saturating_sub(idle.0)),
+                mb(after[0].1.saturating_sub(idle.1)),
+                mb(after[0].2.saturating_sub(idle.2)),
+            );
+        }
     }
     probe_heap(pid, home);
     let ((warm, warm_anon, warm_file), (held, held_anon, held_file)) = (after[0], after[1]);
@@ -108,8 +134,15 @@ pub(crate) async fn daemon_rss(
         held.saturating_sub(warm) as f64 / measured.3 as f64
     );
     editor.shutdown().await;
-    let (idle, after_load, cold_held, body) = measured;
-    (idle, after_load, cold_held, body, held.saturating_sub(warm))
+    let (idle_cold, after_load, cold_held, body) = measured;
+    Memory {
+        idle: idle_cold,
+        after_load,
+        held: cold_held,
+        body,
+        warm_growth: held.saturating_sub(warm),
+        first_session: warm.saturating_sub(idle.0),
+    }
 }
 
 /// `TANDEM_BENCH_TRIM=1`: how much of the daemon's heap is in use and how
