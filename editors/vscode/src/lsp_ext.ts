@@ -116,8 +116,8 @@ export type SessionUpdate =
 export interface UpdateParams { sessionId: string; turnId?: string; update: SessionUpdate }
 export const update = new NotificationType<UpdateParams>('tandem/update');
 
-/** `allow_once_unsandboxed` runs one command outside the exec sandbox; its kind is `allow_once`. */
-export type PermissionOptionId = 'allow_once' | 'allow_once_unsandboxed' | 'allow_always' | 'reject_once' | 'reject_always';
+/** Each option of a request has a kind of its own (`optionId` = `kind`); a run outside the exec sandbox is a request of its own. */
+export type PermissionOptionId = 'allow_once' | 'allow_always' | 'reject_once' | 'reject_always';
 export type PermissionOptionKind = 'allow_once' | 'allow_always' | 'reject_once' | 'reject_always';
 export interface PermissionOption { optionId: PermissionOptionId; name: string; kind: PermissionOptionKind }
 export interface RequestPermissionParams {
