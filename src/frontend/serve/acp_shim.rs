@@ -296,6 +296,9 @@ impl Shim {
                 Err(e) => return self.fail(&Some(id), -32602, &e),
             }
         }
+        if replay {
+            self.state.replaying(session_id);
+        }
         self.attach(id, session_id, replay);
     }
 

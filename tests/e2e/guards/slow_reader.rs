@@ -326,7 +326,6 @@ async fn a_slow_acp_client_gets_merged_chunks_and_every_other_update_in_order() 
         [
             // Sent after `session/new`'s response, read only now.
             "available_commands_update",
-            "user_message_chunk",
             "tool_call:pending",
             "tool_call_update:in_progress",
             "plan",
