@@ -137,12 +137,18 @@ impl Agent {
         if prompt.is_empty() {
             return Err(bad(rid, "invalid params: `prompt` is empty".to_string()));
         }
+        let mut prompt = prompt;
         if let Some((name, instruction)) = commands::slash_command(&prompt) {
             let cwd = self.cwd(session_id);
-            if commands::is_task(&self.daemon, &cwd, &name) {
-                return self
-                    .run_task(session_id, name, instruction, &prompt, rid)
-                    .await;
+            if let Some(template) = commands::task_template(&self.daemon, &cwd, &name) {
+                if commands::carries_file(&prompt) {
+                    return self
+                        .run_task(session_id, name, instruction, &prompt, rid)
+                        .await;
+                }
+                // No file: the task's turn works on the text and paths
+                // the prompt carries.
+                prompt = commands::fileless_task_prompt(&template, &instruction, &prompt);
             }
         }
         let (_, receipt) = self

@@ -70,12 +70,16 @@ impl AcpState {
         self.lock().tasks.insert(session_id.to_string(), tasks);
     }
 
-    /// Whether `name` is a task of the session (a slash command).
-    pub fn is_task(&self, session_id: &str, name: &str) -> bool {
-        self.lock()
+    /// The prompt template of task `name` of the session (a slash
+    /// command), if it is one.
+    pub fn task_template(&self, session_id: &str, name: &str) -> Option<String> {
+        let shared = self.lock();
+        let task = shared
             .tasks
-            .get(session_id)
-            .is_some_and(|tasks| tasks.iter().any(|t| t["id"] == name))
+            .get(session_id)?
+            .iter()
+            .find(|t| t["id"] == name)?;
+        Some(task["prompt"].as_str().unwrap_or_default().to_string())
     }
 
     /// The client's answer to a request of the serve's, in the serve's

@@ -30,7 +30,7 @@ use super::acp_dialect::{prompt_answer, Acp, AcpState};
 use super::relay::{Ours, Relay};
 use crate::core::history::SessionSummary;
 use crate::frontend::acp::client::AcpCapabilities;
-use crate::frontend::acp::commands::{slash_command, target};
+use crate::frontend::acp::commands::{carries_file, fileless_task_prompt, slash_command, target};
 use crate::frontend::acp::modes::{config_options, MODE_OPTION};
 use crate::frontend::acp::session::{absolute_cwd, initialize_result, list_page};
 use crate::frontend::acp::wire::error_response;
@@ -320,11 +320,19 @@ impl Shim {
         let session_id = params["sessionId"].as_str().unwrap_or_default();
         let blocks: Vec<ContentBlock> =
             serde_json::from_value(params["prompt"].clone()).unwrap_or_default();
-        let command =
-            slash_command(&blocks).filter(|(name, _)| self.state.is_task(session_id, name));
-        let Some((name, instruction)) = command else {
+        let command = slash_command(&blocks).and_then(|(name, instruction)| {
+            let template = self.state.task_template(session_id, &name)?;
+            Some((name, instruction, template))
+        });
+        let Some((name, instruction, template)) = command else {
             return self.relay_request(id, "tandem/prompt", params, prompt_answer);
         };
+        if !carries_file(&blocks) {
+            // As in `tandem acp`: an ordinary turn on what the prompt carries.
+            let prompt = fileless_task_prompt(&template, &instruction, &blocks);
+            let params = json!({"sessionId": session_id, "prompt": prompt});
+            return self.relay_request(id, "tandem/prompt", params, prompt_answer);
+        }
         let (path, range) = match target(&name, &blocks) {
             Ok(target) => target,
             Err(e) => return self.fail(&id, -32602, &format!("invalid params: {e}")),
