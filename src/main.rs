@@ -118,7 +118,7 @@ async fn exec(
         file,
         range,
         mode,
-        home: tandem_home(),
+        home: home(),
         workspace,
         durability: durability(),
     })
@@ -127,7 +127,7 @@ async fn exec(
 }
 
 fn list_sessions() -> ExitCode {
-    let dir = tandem_home().join("sessions");
+    let dir = home().join("sessions");
     let sessions = tandem::core::history::list_session_logs(&dir, &Default::default());
     if sessions.is_empty() {
         println!("no sessions in {}", dir.display());
@@ -151,7 +151,7 @@ fn replay(session_id: &str, full: bool, json: bool, files: bool, turn: Option<St
         ReplayFormat::Text
     };
     let options = ReplayOptions { full, turn };
-    let dir = tandem_home().join("sessions");
+    let dir = home().join("sessions");
     match replay_session(&dir, session_id, &options, format) {
         Ok(text) => {
             print!("{text}");
@@ -164,13 +164,22 @@ fn replay(session_id: &str, full: bool, json: bool, files: bool, turn: Option<St
     }
 }
 
+/// `$TANDEM_HOME` (see `tandem_home`); without one, the process ends
+/// here with the reason, before anything is written anywhere.
+fn home() -> std::path::PathBuf {
+    tandem_home().unwrap_or_else(|e| {
+        eprintln!("tandem: {e}");
+        std::process::exit(2)
+    })
+}
+
 /// Logs go to stderr and to `$TANDEM_HOME/logs/tandem.log`; never to
 /// stdout, which carries protocol frames only.
 fn init_tracing() {
     use tracing_subscriber::fmt::writer::MakeWriterExt;
     let filter = tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let dir = tandem_home().join("logs");
+    let dir = home().join("logs");
     let file = std::fs::create_dir_all(&dir).and_then(|_| {
         std::fs::OpenOptions::new()
             .create(true)
@@ -202,7 +211,7 @@ async fn serve_lsp<R>(stdin: R) -> ExitCode
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
 {
-    match lsp::serve(stdin, tandem_home(), durability()).await {
+    match lsp::serve(stdin, home(), durability()).await {
         LspEnd::Clean => ExitCode::SUCCESS,
         LspEnd::ExitWithoutShutdown => ExitCode::from(1),
     }
@@ -212,7 +221,7 @@ async fn serve_acp<R>(stdin: R) -> ExitCode
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
 {
-    tandem::frontend::acp::serve(stdin, tandem_home(), durability()).await;
+    tandem::frontend::acp::serve(stdin, home(), durability()).await;
     ExitCode::SUCCESS
 }
 
@@ -226,11 +235,11 @@ async fn serve(stop: bool, status: bool, listen: Option<String>) -> ExitCode {
         return ExitCode::from(2);
     }
     let code = if stop {
-        serve::stop(tandem_home()).await
+        serve::stop(home()).await
     } else if status {
-        serve::status(tandem_home()).await
+        serve::status(home()).await
     } else {
-        serve::run(tandem_home(), durability()).await
+        serve::run(home(), durability()).await
     };
     ExitCode::from(code)
 }
@@ -294,9 +303,9 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match cli.command {
             Some(Command::Lsp { attach: false, .. }) => serve_lsp(tokio::io::stdin()).await,
-            Some(Command::Lsp { attach: true, .. }) => ExitCode::from(
-                tandem::frontend::serve::shim::run(tokio::io::stdin(), tandem_home()).await,
-            ),
+            Some(Command::Lsp { attach: true, .. }) => {
+                ExitCode::from(tandem::frontend::serve::shim::run(tokio::io::stdin(), home()).await)
+            }
             Some(Command::Serve {
                 stop,
                 status,
@@ -304,7 +313,7 @@ fn main() -> ExitCode {
             }) => serve(stop, status, listen).await,
             Some(Command::Acp { attach: false }) => serve_acp(tokio::io::stdin()).await,
             Some(Command::Acp { attach: true }) => ExitCode::from(
-                tandem::frontend::serve::acp_shim::run(tokio::io::stdin(), tandem_home()).await,
+                tandem::frontend::serve::acp_shim::run(tokio::io::stdin(), home()).await,
             ),
             Some(Command::Exec {
                 task,

@@ -27,4 +27,5 @@ mod request_bodies;
 mod sandbox;
 mod serve;
 mod sessions;
+mod state_home;
 mod tasks;
