@@ -517,6 +517,25 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// Removes the logs of this daemon's sessions that no input ever
+    /// reached, after [`Daemon::shutdown`]: a chat opened and closed
+    /// unused leaves nothing behind (an ACP client opens one per window).
+    pub fn drop_empty_sessions(&self) {
+        for session in self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|s| s.is_empty())
+        {
+            if let Err(e) = std::fs::remove_file(session.log.path()) {
+                tracing::warn!("cannot remove the empty session {}: {e}", session.id);
+            }
+        }
+    }
+}
+
 /// Session ids are what `new_session` makes: hex digits (a path-safe name).
 fn valid_session_id(id: &str) -> bool {
     !id.is_empty()

@@ -526,6 +526,11 @@ impl Session {
         }
     }
 
+    /// No input (prompt or steer) ever reached the session.
+    pub fn is_empty(&self) -> bool {
+        self.next_message.load(Ordering::Relaxed) == 1
+    }
+
     pub fn queued_prompts(&self) -> usize {
         self.inbox
             .lock()

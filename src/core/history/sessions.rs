@@ -27,6 +27,10 @@ pub struct SessionSummary {
     pub turn_count: usize,
     /// `chat`, or `task` for the session keybinding tasks run in.
     pub kind: String,
+    /// No prompt ever reached the session (ACP's `session/list` leaves it
+    /// out). Absent (false) from a serve that predates it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub empty: bool,
 }
 
 /// Summaries of the logs in a directory, newest first; `running` says
@@ -58,6 +62,7 @@ pub fn list_session_logs(dir: &Path, running: &HashMap<String, bool>) -> Vec<Ses
                     state: "unreadable".to_string(),
                     turn_count: 0,
                     kind: "chat".to_string(),
+                    empty: false,
                 });
             }
         }
@@ -72,8 +77,10 @@ fn summarize(path: &Path, running: &HashMap<String, bool>) -> Result<SessionSumm
     let mut turns = 0;
     let mut open = false;
     let mut first_prompt = None;
+    let mut empty = true;
     for logged in &contents.events {
         match &logged.event {
+            Event::InputQueued { .. } => empty = false,
             Event::TurnStart { .. } => {
                 turns += 1;
                 open = true;
@@ -113,5 +120,6 @@ fn summarize(path: &Path, running: &HashMap<String, bool>) -> Result<SessionSumm
         state: state.to_string(),
         turn_count: turns,
         kind: header.kind.unwrap_or_else(|| "chat".to_string()),
+        empty,
     })
 }

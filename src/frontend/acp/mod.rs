@@ -118,5 +118,7 @@ where
     }
     client.outgoing.fail_all();
     daemon.shutdown().await;
+    // The client is gone: its chats that never got a prompt go too.
+    daemon.drop_empty_sessions();
     out.close().await;
 }

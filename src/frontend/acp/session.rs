@@ -286,9 +286,9 @@ impl Agent {
     }
 }
 
-/// One page of `session/list` from every session: newest first, those
-/// whose workspace holds `cwd` when it is given; the cursor is the index
-/// of the next session.
+/// One page of `session/list` from every session that a prompt reached:
+/// newest first, those whose workspace holds `cwd` when it is given; the
+/// cursor is the index of the next session.
 pub(crate) fn list_page(sessions: Vec<SessionSummary>, params: &Value) -> Result<Value, String> {
     let cwd = params.get("cwd").and_then(Value::as_str).map(PathBuf::from);
     let start = match params.get("cursor").and_then(Value::as_str) {
@@ -299,7 +299,8 @@ pub(crate) fn list_page(sessions: Vec<SessionSummary>, params: &Value) -> Result
     };
     let matching: Vec<_> = sessions
         .into_iter()
-        .filter(|s| s.state != "unreadable" && !s.workspace.is_empty())
+        // A chat opened and never used is not one to go back to.
+        .filter(|s| s.state != "unreadable" && !s.workspace.is_empty() && !s.empty)
         .filter(|s| {
             cwd.as_deref().is_none_or(|cwd| {
                 s.workspace
