@@ -33,11 +33,17 @@ use crate::vocab::bridge::ClientBridge;
 use crate::vocab::event::UserContent;
 use crate::workspace::Workspace;
 
+#[path = "daemon_lifecycle.rs"]
+mod lifecycle;
+
 /// A failed daemon call.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error("unknown session `{0}`")]
     UnknownSession(String),
+    /// The session is busy: a turn runs or prompts wait (deleting it).
+    #[error("{0}")]
+    Busy(String),
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("session storage: {0}")]
@@ -73,7 +79,8 @@ pub struct Daemon {
     /// `initializationOptions`, already checked.
     init_options: Mutex<Value>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Each session's task, by session id.
+    tasks: Mutex<Vec<(String, JoinHandle<()>)>>,
     shutdown: CancellationToken,
     admission: Mutex<Vec<Arc<dyn AdmissionHook>>>,
     extra_tools: Mutex<Vec<Arc<dyn Tool>>>,
@@ -220,11 +227,12 @@ impl Daemon {
         let (workspace, roots) = self.workspace_for(params.workspace_folder.clone());
         let config = self.session_config(&roots, params.config.as_ref())?;
         let id = uuid::Uuid::new_v4().simple().to_string();
+        let title = params.title.filter(|t| !t.trim().is_empty());
         let header = LogHeader {
             tandem_log: LOG_VERSION,
             session_id: id.clone(),
             created: now_rfc3339(),
-            title: params.title,
+            title: title.clone(),
             workspace: roots.clone(),
             workspace_folder: params.workspace_folder,
             config: params.config,
@@ -243,6 +251,7 @@ impl Daemon {
             Arc::new(log),
             self.shutdown.child_token(),
         ));
+        session.set_header_title(title);
         let projection = Projection::new(system_prompt(&roots));
         self.start(session.clone(), workspace, projection);
         Ok(session)
@@ -297,6 +306,7 @@ impl Daemon {
             self.shutdown.child_token(),
         ));
         session.restore(&events);
+        session.set_header_title(header.title.clone());
         let projection =
             Projection::from_events(system_prompt(&roots), events.iter().map(|e| &e.event));
         for event in &events {
@@ -406,7 +416,7 @@ impl Daemon {
         self.tasks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(task);
+            .push((session.id.clone(), task));
         self.sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -502,6 +512,7 @@ impl Daemon {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .drain(..)
+            .map(|(_, task)| task)
             .collect();
         for task in tasks {
             let _ = task.await;
@@ -513,25 +524,6 @@ impl Daemon {
             .values()
         {
             session.log.sync();
-        }
-    }
-}
-
-impl Daemon {
-    /// Removes the logs of this daemon's sessions that no input ever
-    /// reached, after [`Daemon::shutdown`]: a chat opened and closed
-    /// unused leaves nothing behind (an ACP client opens one per window).
-    pub fn drop_empty_sessions(&self) {
-        for session in self
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .filter(|s| s.is_empty())
-        {
-            if let Err(e) = std::fs::remove_file(session.log.path()) {
-                tracing::warn!("cannot remove the empty session {}: {e}", session.id);
-            }
         }
     }
 }

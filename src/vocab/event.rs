@@ -413,6 +413,14 @@ pub enum Event {
         limit: f64,
         estimate: f64,
     },
+    // Issue 29 (session titles) adds from here.
+    /// The session's title: the first line of its first prompt, or the
+    /// name the user gave it (`renamed`).
+    TitleChanged {
+        title: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        renamed: bool,
+    },
 }
 
 /// One file of a tool's change: absolute path, the text before (none for a
@@ -439,7 +447,8 @@ impl Event {
         match self {
             Event::InputQueued { .. }
             | Event::InputDiscarded { .. }
-            | Event::ModeChanged { .. } => None,
+            | Event::ModeChanged { .. }
+            | Event::TitleChanged { .. } => None,
             Event::TurnStart { turn_id }
             | Event::UserMessage { turn_id, .. }
             | Event::InputClaimed { turn_id, .. }
@@ -482,6 +491,7 @@ impl Event {
                 | Event::UserMessage { .. }
                 | Event::ApprovalDecided { .. }
                 | Event::ModeChanged { .. }
+                | Event::TitleChanged { .. }
                 | Event::Compacted { .. }
                 | Event::TurnEnd { .. }
         )

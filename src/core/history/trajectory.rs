@@ -492,6 +492,10 @@ impl<'a> Walk<'a> {
             Event::ModeChanged { mode } => {
                 self.line(0, format!("mode changed to {}", mode.as_str()));
             }
+            Event::TitleChanged { title, renamed } => {
+                let how = if *renamed { "renamed" } else { "titled" };
+                self.line(0, format!("session {how}: {title}"));
+            }
             guard @ (Event::RetryBudgetSpent { .. } | Event::BudgetExceeded { .. }) => {
                 if let Some(line) = crate::core::guards::describe(guard) {
                     self.line(2, line);

@@ -137,6 +137,11 @@ pub(crate) fn acp_updates_of(mut update: Value) -> Vec<Value> {
                 .map(|block| json!({"sessionUpdate": "user_message_chunk", "content": block}))
                 .collect();
         }
+        // ACP's name for it.
+        "session_info" => {
+            update["sessionUpdate"] = json!("session_info_update");
+            return vec![update];
+        }
         "input_status"
         | "usage"
         | "turn_end"

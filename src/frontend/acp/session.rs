@@ -1,5 +1,6 @@
 //! The agent's methods: `initialize`, `authenticate`, `session/new`,
 //! `session/load` (replay), `session/resume` (no replay), `session/list`,
+//! `session/close`, `session/delete`,
 //! `session/prompt`, `session/set_mode`, `session/set_config_option`, and
 //! the `session/cancel` notification. Each turns params into a daemon call
 //! and its outcome into a result or a JSON-RPC error.
@@ -55,6 +56,8 @@ impl Agent {
             "session/load" => self.load(params, rid, false),
             "session/resume" => self.load(params, rid, true),
             "session/list" => self.list(params, rid),
+            "session/close" => self.close(params, rid).await,
+            "session/delete" => self.delete(params, rid).await,
             "session/prompt" => self.prompt(params, rid).await,
             "session/set_mode" => self.set_mode(params, rid, "modeId"),
             "session/set_config_option" => self.set_config_option(params, rid),
@@ -128,6 +131,28 @@ impl Agent {
     /// the cursor is the index of the next session.
     fn list(&self, params: &Value, rid: &Value) -> Reply {
         list_page(self.daemon.list_sessions(), params).map_err(|e| bad(rid, e))
+    }
+
+    /// `session/close`: the session's work cancelled, its memory freed,
+    /// its log kept (unless no prompt reached it); an unknown session is
+    /// already closed.
+    async fn close(&self, params: &Value, rid: &Value) -> Reply {
+        let session_id = string_param(params, "sessionId").map_err(|e| bad(rid, e))?;
+        self.daemon.close_session(session_id).await;
+        self.lock_cwds().remove(session_id);
+        Ok(json!({}))
+    }
+
+    /// `session/delete`: the session's log removed (refused while a turn
+    /// runs); an unknown session is already deleted.
+    async fn delete(&self, params: &Value, rid: &Value) -> Reply {
+        let session_id = string_param(params, "sessionId").map_err(|e| bad(rid, e))?;
+        self.daemon
+            .delete_session(session_id)
+            .await
+            .map_err(|e| daemon_error(rid, e))?;
+        self.lock_cwds().remove(session_id);
+        Ok(json!({}))
     }
 
     async fn prompt(&self, params: &Value, rid: &Value) -> Reply {
@@ -338,7 +363,7 @@ pub(crate) fn initialize_result() -> Value {
         "agentCapabilities": {
             "loadSession": true,
             "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-            "sessionCapabilities": {"list": {}, "resume": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
             "_meta": {"tandem": {"sandbox": crate::frontend::sandbox_info::sandbox_capability()}},
         },
         "authMethods": [],

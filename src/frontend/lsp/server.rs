@@ -20,18 +20,19 @@ use super::outgoing::Outgoing;
 use super::progress::Progress;
 use crate::buffers::{self, PositionEncoding, TextChange};
 use crate::core::daemon::{file_uri_to_path, Daemon, DaemonError, NewSession};
+use crate::core::title::renamed_title;
 use crate::frontend::updates::{daemon_error_parts, prompt_result, user_content};
 use crate::protocol::{
     CancelParams, ClientTandemCapabilities, ListSessionsParams, LoadSessionParams,
     LoadSessionResult, NewSessionParams, NewSessionResult, PromptParams, PromptResult,
-    RunTaskParams, RunTaskResult, SetModeParams, SetModeResult, SteerParams, SteerResult,
-    PROTOCOL_VERSION, RUN_TASK_COMMAND,
+    RenameSessionParams, RunTaskParams, RunTaskResult, SessionIdParams, SetModeParams,
+    SetModeResult, SteerParams, SteerResult, PROTOCOL_VERSION, RUN_TASK_COMMAND,
 };
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::ClientAbilities;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
-const TANDEM_METHODS: [&str; 8] = [
+const TANDEM_METHODS: [&str; 11] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -40,6 +41,9 @@ const TANDEM_METHODS: [&str; 8] = [
     "tandem/listSessions",
     "tandem/loadSession",
     "tandem/runTask",
+    "tandem/renameSession",
+    "tandem/closeSession",
+    "tandem/deleteSession",
 ];
 
 pub struct Backend {
@@ -73,6 +77,9 @@ pub fn build_service(
     .custom_method("tandem/loadSession", Backend::load_session)
     .custom_method("tandem/cancel", Backend::cancel)
     .custom_method("tandem/runTask", Backend::run_task)
+    .custom_method("tandem/renameSession", Backend::rename_session)
+    .custom_method("tandem/closeSession", Backend::close_session)
+    .custom_method("tandem/deleteSession", Backend::delete_session)
     .finish()
 }
 
@@ -472,6 +479,39 @@ impl Backend {
                 .steer(&params.session_id, user_content(params.prompt), params.wake)
                 .map_err(daemon_error)?;
             Ok(SteerResult { message_id })
+        })
+        .await
+    }
+
+    /// `tandem/renameSession`: the user's title for a loaded session.
+    async fn rename_session(&self, params: RenameSessionParams) -> Result<Value> {
+        guarded("tandem/renameSession", async move {
+            let title = renamed_title(&params.title).map_err(Error::invalid_params)?;
+            self.daemon
+                .rename_session(&params.session_id, title.clone())
+                .map_err(daemon_error)?;
+            Ok(json!({ "title": title }))
+        })
+        .await
+    }
+
+    /// `tandem/closeSession`: frees the session (its log stays).
+    async fn close_session(&self, params: SessionIdParams) -> Result<Value> {
+        guarded("tandem/closeSession", async move {
+            self.daemon.close_session(&params.session_id).await;
+            Ok(json!({}))
+        })
+        .await
+    }
+
+    /// `tandem/deleteSession`: removes the session's log.
+    async fn delete_session(&self, params: SessionIdParams) -> Result<Value> {
+        guarded("tandem/deleteSession", async move {
+            self.daemon
+                .delete_session(&params.session_id)
+                .await
+                .map_err(daemon_error)?;
+            Ok(json!({}))
         })
         .await
     }

@@ -167,6 +167,18 @@ impl Shim {
             "session/load" => self.load(id, &params, true).await,
             "session/resume" => self.load(id, &params, false).await,
             "session/list" => self.list(id, &params).await,
+            "session/close" => self.relay_request(
+                id,
+                "tandem/closeSession",
+                json!({"sessionId": params["sessionId"]}),
+                empty_object,
+            ),
+            "session/delete" => self.relay_request(
+                id,
+                "tandem/deleteSession",
+                json!({"sessionId": params["sessionId"]}),
+                empty_object,
+            ),
             "session/prompt" => self.prompt(id, params),
             "session/set_mode" => self.relay_request(
                 id,

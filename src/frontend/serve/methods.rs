@@ -49,7 +49,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 12] = [
+pub const TANDEM_METHODS: [&str; 15] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -62,6 +62,9 @@ pub const TANDEM_METHODS: [&str; 12] = [
     "tandem/runTask",
     "tandem/taskSession",
     "tandem/listTasks",
+    "tandem/renameSession",
+    "tandem/closeSession",
+    "tandem/deleteSession",
 ];
 
 pub(super) type RpcResult<T> = Result<T, ErrorObjectOwned>;
@@ -616,5 +619,6 @@ pub fn module(ctx: Ctx) -> RpcModule<Ctx> {
     register_documents(&mut module).expect("document methods register");
     register_tandem(&mut module).expect("tandem methods register");
     super::tasks::register(&mut module).expect("task methods register");
+    super::session_methods::register(&mut module).expect("session methods register");
     module
 }
