@@ -51,7 +51,8 @@ impl Agent {
         let rid = id.unwrap_or(&no_id);
         let result = match method {
             "initialize" => Ok(self.initialize(params)),
-            "authenticate" => Ok(json!({})),
+            "authenticate" => super::auth::authenticate(self.daemon.home(), params)
+                .map_err(|(code, message)| error_response(rid, code, &message)),
             "session/new" => self.new_session(params, rid),
             "session/load" => self.load(params, rid, false),
             "session/resume" => self.load(params, rid, true),
@@ -87,7 +88,7 @@ impl Agent {
     fn initialize(&self, params: &Value) -> Value {
         self.client
             .set_capabilities(AcpCapabilities::from_initialize(params));
-        initialize_result()
+        initialize_result(self.daemon.home())
     }
 
     fn new_session(&self, params: &Value, rid: &Value) -> Reply {
@@ -357,7 +358,7 @@ pub(crate) fn list_page(sessions: Vec<SessionSummary>, params: &Value) -> Result
 }
 
 /// `initialize`'s result (the same through `tandem acp --attach`).
-pub(crate) fn initialize_result() -> Value {
+pub(crate) fn initialize_result(home: &Path) -> Value {
     json!({
         "protocolVersion": ACP_PROTOCOL_VERSION,
         "agentCapabilities": {
@@ -366,7 +367,7 @@ pub(crate) fn initialize_result() -> Value {
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
             "_meta": {"tandem": {"sandbox": crate::frontend::sandbox_info::sandbox_capability()}},
         },
-        "authMethods": [],
+        "authMethods": super::auth::auth_methods(home),
         "agentInfo": {"name": "tandem", "version": env!("CARGO_PKG_VERSION")},
     })
 }

@@ -29,6 +29,7 @@ use tower_lsp::lsp_types::Url;
 use super::acp_dialect::{prompt_answer, Acp, AcpState};
 use super::relay::{Ours, Relay};
 use crate::core::history::SessionSummary;
+use crate::frontend::acp::auth::authenticate;
 use crate::frontend::acp::client::AcpCapabilities;
 use crate::frontend::acp::commands::{carries_file, fileless_task_prompt, slash_command, target};
 use crate::frontend::acp::modes::{config_options, MODE_OPTION};
@@ -43,6 +44,8 @@ struct Shim {
     state: AcpState,
     /// Folders already added to this connection's (a session's `cwd`).
     folders: Mutex<HashSet<PathBuf>>,
+    /// `$TANDEM_HOME`: the configuration `authMethods` names the key of.
+    home: PathBuf,
 }
 
 /// Runs until EOF on stdin or the serve going away.
@@ -58,6 +61,7 @@ where
         relay,
         state,
         folders: Mutex::new(HashSet::new()),
+        home,
     };
     let mut lines = BufReader::new(stdin).lines();
     let code = loop {
@@ -160,9 +164,12 @@ impl Shim {
                         json!({"capabilities": {"experimental": {"tandem": tandem}}}),
                     )
                     .await;
-                self.reply(&id, initialize_result());
+                self.reply(&id, initialize_result(&self.home));
             }
-            "authenticate" => self.reply(&id, json!({})),
+            "authenticate" => match authenticate(&self.home, &params) {
+                Ok(result) => self.reply(&id, result),
+                Err((code, message)) => self.fail(&id, code, &message),
+            },
             "session/new" => self.new_session(id, &params).await,
             "session/load" => self.load(id, &params, true).await,
             "session/resume" => self.load(id, &params, false).await,
