@@ -237,7 +237,11 @@ impl Session {
             Some((started, title)) => (Some(started), Some(title)),
             None => (None, None),
         };
-        self.title_from_prompt(&content);
+        // A prompt (or a steer that opens a turn) names an untitled
+        // session; context injected without waking does not.
+        if queue == InputQueue::NextTurn || wake {
+            self.title_from_prompt(&content);
+        }
         let message_id = format!("m{}", self.next_message.fetch_add(1, Ordering::Relaxed));
         // The log line and the queue entry are made under the inbox lock so
         // the log's order of queued inputs is the order they are taken in.

@@ -53,10 +53,18 @@ export interface SessionSummary {
   state: 'running' | 'idle' | 'interrupted' | 'unreadable';
   turnCount: number;
   kind?: string;
+  /** No prompt ever reached the session. */
+  empty?: boolean;
 }
 export const listSessions = new RequestType<{ workspaceFolder?: string }, { sessions: SessionSummary[] }, void>(
   'tandem/listSessions',
 );
+/** The session's title is the first line of its first prompt until renamed. */
+export const renameSession = new RequestType<{ sessionId: string; title: string }, { title: string }, void>('tandem/renameSession');
+/** Frees a session (its log stays). */
+export const closeSession = new RequestType<{ sessionId: string }, Record<string, never>, void>('tandem/closeSession');
+/** Removes a session's log; `-32005` while a turn runs. */
+export const deleteSession = new RequestType<{ sessionId: string }, Record<string, never>, void>('tandem/deleteSession');
 export const loadSession = new RequestType<{ sessionId: string }, { sessionId: string; replayed: number; mode: ApprovalMode }, void>(
   'tandem/loadSession',
 );
@@ -110,6 +118,7 @@ export type SessionUpdate =
   | { sessionUpdate: 'plan'; entries: PlanEntry[] }
   | { sessionUpdate: 'context_compacted'; removedMessages: number; summarized: boolean }
   | { sessionUpdate: 'current_mode_update'; currentModeId: ApprovalMode }
+  | { sessionUpdate: 'session_info'; title: string }
   | { sessionUpdate: 'usage'; call: Usage; turn: Usage; session: Usage }
   | { sessionUpdate: 'turn_end'; stopReason: StopReason; message?: string; usage: Usage };
 
@@ -122,7 +131,7 @@ export type PermissionOptionKind = 'allow_once' | 'allow_always' | 'reject_once'
 export interface PermissionOption { optionId: PermissionOptionId; name: string; kind: PermissionOptionKind }
 export interface RequestPermissionParams {
   sessionId: string;
-  toolCall: { toolCallId: string; title: string; kind: string; status: string; rawInput?: unknown };
+  toolCall: { toolCallId: string; title: string; kind: string; status: string; rawInput?: unknown; content?: ToolCallContent[] };
   options: PermissionOption[];
 }
 export type RequestPermissionResult =
