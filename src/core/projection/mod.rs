@@ -47,6 +47,9 @@ pub struct Projection {
     checked: repair::Checked,
     /// The files read and edited, folded from the same events.
     ledger: crate::core::ledger::Ledger,
+    /// The system prompt without the instructions (`instructions` events
+    /// append their text to it).
+    system_base: String,
 }
 
 impl Projection {
@@ -55,12 +58,36 @@ impl Projection {
         let chars = system_prompt.len();
         Projection {
             messages: vec![CachedMessage::new(ModelMessage::System {
-                text: system_prompt,
+                text: system_prompt.clone(),
             })],
             chars,
             checked: Default::default(),
             ledger: Default::default(),
+            system_base: system_prompt,
         }
+    }
+
+    /// Puts the instructions' text at the end of the system prompt, the
+    /// head that compaction always keeps (empty: none).
+    fn set_instructions(&mut self, text: &str) {
+        let system = if text.is_empty() {
+            self.system_base.clone()
+        } else {
+            format!("{}\n\n{text}", self.system_base)
+        };
+        let message = ModelMessage::System { text: system };
+        match self.messages.first_mut() {
+            Some(first) if matches!(first.message(), ModelMessage::System { .. }) => {
+                self.chars =
+                    self.chars.saturating_sub(message_chars(first)) + message_chars(&message);
+                *first = CachedMessage::new(message);
+            }
+            _ => {
+                self.chars += message_chars(&message);
+                self.messages.insert(0, CachedMessage::new(message));
+            }
+        }
+        self.checked.touched(0);
     }
 
     /// Folds a whole log.
@@ -148,6 +175,10 @@ impl Projection {
                 ..
             } => {
                 self.compact(summary.as_deref(), ledger.as_deref(), *removed, *keep_last);
+                return;
+            }
+            Event::Instructions { text, .. } => {
+                self.set_instructions(text);
                 return;
             }
             Event::ToolResult {

@@ -401,6 +401,7 @@ impl Backend {
             Ok(NewSessionResult {
                 session_id: session.id.clone(),
                 mode: session.mode().as_str().to_string(),
+                instructions: crate::frontend::updates::instruction_files(&session.instructions()),
             })
         })
         .await
