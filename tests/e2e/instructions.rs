@@ -399,3 +399,38 @@ async fn acp_session_new_and_load_name_the_instruction_files_in_meta() {
         "{loaded}"
     );
 }
+
+#[tokio::test]
+async fn a_reloaded_session_keeps_its_instructions_and_logs_them_again_only_when_changed() {
+    let server = ModelServer::start().await;
+    server.push(openai::text(["one"]));
+    server.push(openai::text(["two"]));
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("AGENTS.md"), "KEPT RULE\n").unwrap();
+    let mut first = Editor::spawn().await;
+    first.initialize(root.path()).await;
+    let session = first.new_session(server.session_config()).await;
+    first.prompt(&session, "before the restart").await;
+    let home = first.kill_9().await;
+
+    let mut second = Editor::spawn_with(crate::support::client::EditorOptions {
+        home: Some(home),
+        ..Default::default()
+    })
+    .await;
+    second.initialize(root.path()).await;
+    let loaded = second
+        .request("tandem/loadSession", json!({"sessionId": session}))
+        .await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let (reply, _) = second.prompt(&session, "after the restart").await;
+    assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
+    let requests = server.requests();
+    assert!(system_of(&requests[1]).contains("KEPT RULE"));
+    assert_eq!(system_of(&requests[0]), system_of(&requests[1]));
+    assert_eq!(
+        instruction_events(&second, &session).len(),
+        1,
+        "nothing changed: logged once, at the start"
+    );
+}

@@ -296,6 +296,50 @@ mod tests {
     }
 
     #[test]
+    fn instructions_end_the_system_prompt_are_replaced_whole_and_outlive_compaction() {
+        let instructions = |text: &str| Event::Instructions {
+            turn_id: None,
+            files: Vec::new(),
+            text: text.into(),
+            cut: None,
+        };
+        let user = |text: &str| Event::UserMessage {
+            turn_id: "t1".into(),
+            message_id: "m1".into(),
+            content: vec![UserContent::Text { text: text.into() }],
+        };
+        let mut p = Projection::from_events(
+            "sys".into(),
+            &[instructions("RULE ONE"), user("first"), user("second")],
+        );
+        let system = |p: &Projection| match p.messages()[0].message() {
+            ModelMessage::System { text } => text.clone(),
+            other => panic!("not a system message: {other:?}"),
+        };
+        assert_eq!(system(&p), "sys\n\nRULE ONE");
+        p.apply(&instructions("RULE TWO"));
+        assert_eq!(system(&p), "sys\n\nRULE TWO", "replaced, not appended");
+        assert_eq!(p.messages().len(), 3);
+        p.apply(&user("third"));
+        p.apply(&Event::Compacted {
+            turn_id: "t2".into(),
+            summary: Some("S".into()),
+            removed: 1,
+            keep_last: 1,
+            error: None,
+            ledger: None,
+            usage: Usage::default(),
+        });
+        assert_eq!(system(&p), "sys\n\nRULE TWO", "compaction keeps the head");
+        let chars: usize = p.messages().iter().map(|m| message_chars(m)).sum();
+        assert_eq!(p.chars, chars);
+        p.apply(&instructions(""));
+        assert_eq!(system(&p), "sys", "none any more");
+        let chars: usize = p.messages().iter().map(|m| message_chars(m)).sum();
+        assert_eq!(p.chars, chars, "the size estimate follows");
+    }
+
+    #[test]
     fn chunks_and_failed_attempts_do_not_reach_the_model() {
         let events = vec![
             Event::UserMessage {
