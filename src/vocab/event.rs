@@ -427,6 +427,10 @@ pub enum Event {
         text: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cut: Option<String>,
+        /// The file whose directories were looked in (a turn's task or
+        /// attached file, else the last one a turn had), absolute.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        about: Option<String>,
     },
 }
 

@@ -150,7 +150,9 @@ async fn nested_agents_files_reach_the_model_in_order_nearest_last_and_are_logge
     assert!(events[1].get("cut").is_none());
 
     let replay = run_replay(&home, &session, &[]);
-    assert!(replay.contains("instructions: 4 files"), "{replay}");
+    let for_file = format!("instructions for {}: 4 files", file.display());
+    assert!(replay.contains(&for_file), "{replay}");
+    assert_eq!(events[1]["about"], file.display().to_string());
     let deep_path = root.path().join("src/deep/AGENTS.md");
     let line = replay
         .lines()

@@ -497,8 +497,13 @@ impl<'a> Walk<'a> {
                 files,
                 text,
                 cut,
+                about,
             } => {
                 let depth = usize::from(turn_id.is_some());
+                let about = about
+                    .as_deref()
+                    .map(|a| format!(" for {a}"))
+                    .unwrap_or_default();
                 let block = (self.options.full && !text.is_empty()).then(|| text.clone());
                 let more = if block.is_none() && !text.is_empty() {
                     " (--full for their text)"
@@ -507,7 +512,7 @@ impl<'a> Walk<'a> {
                 };
                 self.line_with(
                     depth,
-                    format!("instructions: {} files{more}", files.len()),
+                    format!("instructions{about}: {} files{more}", files.len()),
                     block,
                 );
                 for file in files {

@@ -4,7 +4,8 @@
 //!
 //! At a session's start and at each turn's start the files are looked
 //! for again ([`discover`]: the user's own directory, each workspace
-//! root, then every directory down to the turn's file), read when their
+//! root, then every directory down to the turn's file — or, for a turn
+//! about no file, the last file a turn was about), read when their
 //! size or time changed ([`read`]), and rendered within the 32 KiB cap
 //! ([`render`]). When the files or their content differ from what the
 //! session's last `instructions` event says, a new one is logged; the
@@ -45,14 +46,21 @@ pub struct SessionInstructions {
     /// The files and text of the last `instructions` event.
     files: Vec<InstructionFile>,
     text: String,
+    /// The file the last turn that had one was about: a turn about no
+    /// file keeps its directories (a follow-up is still about it).
+    about: Option<PathBuf>,
 }
 
 impl SessionInstructions {
     /// Folds an event of the session's log (the last `instructions` wins).
     pub fn restore(&mut self, event: &Event) {
-        if let Event::Instructions { files, text, .. } = event {
+        if let Event::Instructions {
+            files, text, about, ..
+        } = event
+        {
             self.files = files.clone();
             self.text = text.clone();
+            self.about = about.as_ref().map(PathBuf::from);
         }
     }
 
@@ -70,8 +78,12 @@ impl SessionInstructions {
         about: Option<&Path>,
         turn_id: Option<TurnId>,
     ) -> Option<Event> {
+        if let Some(about) = about {
+            self.about = Some(about.to_path_buf());
+        }
+        let about = self.about.clone();
         let mut found: Vec<Found> = Vec::new();
-        for place in places(sources.user_dir.as_deref(), roots, about) {
+        for place in places(sources.user_dir.as_deref(), roots, about.as_deref()) {
             for name in &sources.names {
                 let path = place.dir.join(name);
                 let Some(file) = self.reader.read(&path) else {
@@ -108,6 +120,7 @@ impl SessionInstructions {
             files: rendered.files,
             text: rendered.text,
             cut: rendered.cut,
+            about: about.map(|a| a.display().to_string()),
         })
     }
 }

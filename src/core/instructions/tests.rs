@@ -95,10 +95,29 @@ fn the_turns_file_adds_the_directories_down_to_it() {
     assert_eq!(files.len(), 3);
     let at = |s: &str| text.find(s).unwrap();
     assert!(at("root rule") < at("src rule") && at("src rule") < at("deep rule"));
+    // A follow-up about no file keeps the directories.
+    assert!(state.refresh(&sources, &roots, None, None).is_none());
     // A turn about another file changes the set again.
-    let (files, _) =
-        logged(state.refresh(&sources, &roots, Some(&root.path().join("src/y.rs")), None));
+    let other = root.path().join("src/y.rs");
+    let event = state.refresh(&sources, &roots, Some(&other), None);
+    let Some(Event::Instructions {
+        files, text, about, ..
+    }) = event
+    else {
+        panic!("expected an instructions event");
+    };
     assert_eq!(files.len(), 2);
+    assert_eq!(about, Some(other.display().to_string()));
+    // A reloaded session keeps the file too.
+    let mut reloaded = SessionInstructions::default();
+    reloaded.restore(&Event::Instructions {
+        turn_id: None,
+        files,
+        text,
+        cut: None,
+        about,
+    });
+    assert!(reloaded.refresh(&sources, &roots, None, None).is_none());
 }
 
 #[test]

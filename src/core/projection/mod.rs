@@ -302,6 +302,7 @@ mod tests {
             files: Vec::new(),
             text: text.into(),
             cut: None,
+            about: None,
         };
         let user = |text: &str| Event::UserMessage {
             turn_id: "t1".into(),
