@@ -128,7 +128,7 @@ impl SessionInstructions {
 /// The file a turn's input is about: its first attached local file.
 pub fn attached_file(content: &[UserContent]) -> Option<PathBuf> {
     content.iter().find_map(|block| match block {
-        UserContent::Resource { uri, .. } => crate::core::daemon::file_uri_to_path(uri),
+        UserContent::Resource { uri, .. } => crate::workspace::file_uri_to_path(uri),
         UserContent::Text { .. } => None,
     })
 }
