@@ -189,6 +189,9 @@ pub struct LoadSessionResult {
     pub replayed: usize,
     /// The approval mode in force after the replay.
     pub mode: String,
+    /// The instruction files the model was last given.
+    #[serde(default)]
+    pub instructions: Vec<InstructionFileInfo>,
 }
 
 /// `tandem/setMode` params and result.

@@ -424,7 +424,11 @@ async fn a_reloaded_session_keeps_its_instructions_and_logs_them_again_only_when
     let loaded = second
         .request("tandem/loadSession", json!({"sessionId": session}))
         .await;
-    assert!(loaded.get("result").is_some(), "{loaded}");
+    assert_eq!(
+        paths(&loaded["result"]["instructions"]),
+        [root.path().join("AGENTS.md")],
+        "{loaded}"
+    );
     let (reply, _) = second.prompt(&session, "after the restart").await;
     assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
     let requests = server.requests();

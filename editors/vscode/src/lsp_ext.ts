@@ -59,7 +59,7 @@ export interface SessionSummary {
 export const listSessions = new RequestType<{ workspaceFolder?: string }, { sessions: SessionSummary[] }, void>(
   'tandem/listSessions',
 );
-export const loadSession = new RequestType<{ sessionId: string }, { sessionId: string; replayed: number; mode: ApprovalMode }, void>(
+export const loadSession = new RequestType<{ sessionId: string }, { sessionId: string; replayed: number; mode: ApprovalMode; instructions: InstructionFile[] }, void>(
   'tandem/loadSession',
 );
 

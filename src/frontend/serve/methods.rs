@@ -467,6 +467,7 @@ fn register_tandem(
             session_id: session.id.clone(),
             replayed,
             mode: session.mode().as_str().to_string(),
+            instructions: instruction_files(&session.instructions()),
         })
     })?;
     module.register_method("tandem/respond", |params, ctx, ext| {
