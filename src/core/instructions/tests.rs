@@ -134,4 +134,10 @@ fn the_file_of_an_input_is_its_first_attached_local_file() {
         },
     ];
     assert_eq!(attached_file(&content), Some(PathBuf::from("/w/src/a.rs")));
+    // Neovim attaches a selection as `file:///…#L3-5`.
+    let selection = vec![UserContent::Resource {
+        uri: "file:///w/src/b.rs#L3-5".into(),
+        text: Some("x\n".into()),
+    }];
+    assert_eq!(attached_file(&selection), Some(PathBuf::from("/w/src/b.rs")));
 }
