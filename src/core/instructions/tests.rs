@@ -139,5 +139,8 @@ fn the_file_of_an_input_is_its_first_attached_local_file() {
         uri: "file:///w/src/b.rs#L3-5".into(),
         text: Some("x\n".into()),
     }];
-    assert_eq!(attached_file(&selection), Some(PathBuf::from("/w/src/b.rs")));
+    assert_eq!(
+        attached_file(&selection),
+        Some(PathBuf::from("/w/src/b.rs"))
+    );
 }

@@ -1,6 +1,7 @@
 //! Project instructions through `tandem serve`: its own `tandem/newSession`
-//! (behind `tandem lsp --attach`) and `tandem acp --attach`'s session/new
-//! and load answers name the instruction files in force.
+//! and loadSession (behind `tandem lsp --attach`) and `tandem acp
+//! --attach`'s session/new and load answers name the instruction files in
+//! force.
 
 use std::path::PathBuf;
 
@@ -56,6 +57,18 @@ async fn the_serves_new_session_names_the_instruction_files_and_its_turns_get_th
     assert!(
         system.find("SERVE USER RULE").unwrap() < system.find("SERVE ROOT RULE").unwrap(),
         "{system}"
+    );
+    // The shim answers loadSession from `tandem/attached`, which names them.
+    let loaded = editor
+        .request("tandem/loadSession", json!({"sessionId": session}))
+        .await;
+    assert_eq!(
+        paths(&loaded["result"]["instructions"]),
+        [
+            home.path().join("AGENTS.md"),
+            workspace.path().join("AGENTS.md")
+        ],
+        "{loaded}"
     );
 }
 
