@@ -440,3 +440,40 @@ async fn a_reloaded_session_keeps_its_instructions_and_logs_them_again_only_when
         "nothing changed: logged once, at the start"
     );
 }
+
+#[tokio::test]
+async fn tandem_exec_gives_the_files_of_its_file_and_names_them_on_stderr() {
+    let server = ModelServer::start().await;
+    server.push(openai::text(["done"]));
+    let home = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("src")).unwrap();
+    std::fs::write(root.path().join("AGENTS.md"), "EXEC ROOT RULE\n").unwrap();
+    std::fs::write(root.path().join("src/AGENTS.md"), "EXEC SRC RULE\n").unwrap();
+    std::fs::write(root.path().join("src/a.rs"), "fn a() {}\n").unwrap();
+    let output = tokio::process::Command::new(tandem_bin())
+        .args(["exec", "explain", "--file", "src/a.rs"])
+        .current_dir(root.path())
+        .env("TANDEM_HOME", home.path())
+        .env("TANDEM_BASE_URL", server.base_url())
+        .env("TANDEM_MODEL", "scripted-model")
+        .env("TANDEM_LOG", "warn")
+        .env_remove("TANDEM_PROVIDER")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8(output.stdout).unwrap().trim(), "done");
+    let system = system_of(&server.requests()[0]);
+    assert!(
+        system.find("EXEC ROOT RULE").unwrap() < system.find("EXEC SRC RULE").unwrap(),
+        "{system}"
+    );
+    let line = stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("[instructions: "))
+        .unwrap_or_else(|| panic!("no instructions line: {stderr}"));
+    assert!(line.contains("src/AGENTS.md"), "{line}");
+}
