@@ -256,7 +256,8 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         | Event::ModelRequest { .. }
         | Event::StepEnd { .. }
         | Event::RetryBudgetSpent { .. }
-        | Event::BudgetExceeded { .. } => return None,
+        | Event::BudgetExceeded { .. }
+        | Event::Instructions { .. } => return None,
     };
     Some(update)
 }
@@ -303,4 +304,19 @@ pub fn prompt_result(receipt: TurnReceipt) -> PromptResult {
         message: receipt.message,
         usage: priced(&receipt.usage, receipt.cost_usd),
     }
+}
+
+/// The instruction files a session's model is given, on the wire.
+pub fn instruction_files(
+    files: &[crate::vocab::instructions::InstructionFile],
+) -> Vec<crate::protocol::InstructionFileInfo> {
+    files
+        .iter()
+        .map(|f| crate::protocol::InstructionFileInfo {
+            path: f.path.clone(),
+            bytes: f.bytes,
+            sha256: f.sha256.clone(),
+            included_bytes: f.included_bytes,
+        })
+        .collect()
 }
