@@ -69,6 +69,14 @@ enum Command {
         #[arg(long)]
         mode: Option<String>,
     },
+    /// Check what works on this machine — the model server, the exec
+    /// sandbox, the config files, $TANDEM_HOME, the editors — with a fix
+    /// for each problem; exit status 1 when something is broken.
+    Doctor {
+        /// Print one JSON object (for programs) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the sessions in $TANDEM_HOME/sessions, newest first.
     Sessions,
     /// Print a session's trajectory: turns, steps, tool calls with their
@@ -124,6 +132,19 @@ async fn exec(
     })
     .await;
     ExitCode::from(code)
+}
+
+async fn doctor(json: bool) -> ExitCode {
+    use tandem::frontend::doctor;
+    let workspace = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
+    ExitCode::from(
+        doctor::run(doctor::DoctorOptions {
+            home: tandem_home(),
+            workspace,
+            json,
+        })
+        .await,
+    )
 }
 
 fn list_sessions() -> ExitCode {
@@ -312,6 +333,7 @@ fn main() -> ExitCode {
                 range,
                 mode,
             }) => exec(task, file, range, mode).await,
+            Some(Command::Doctor { json }) => doctor(json).await,
             Some(Command::Sessions) => list_sessions(),
             Some(Command::Replay {
                 session_id,
