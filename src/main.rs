@@ -212,6 +212,19 @@ fn init_tracing() {
     }
 }
 
+/// `tandem doctor` reports on stdout what the log would say, and must not
+/// create `TANDEM_HOME` (a log file would) before it checks it: errors
+/// only, to stderr, unless `TANDEM_LOG` asks for more.
+fn init_doctor_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 fn durability() -> Durability {
     match std::env::var("TANDEM_FSYNC").as_deref() {
         Ok("0") | Ok("false") => Durability::Flush,
@@ -304,7 +317,11 @@ fn main() -> ExitCode {
     // Before any thread starts (the runtime's, the stdout writer).
     tandem::frontend::use_one_heap();
     let cli = Cli::parse();
-    init_tracing();
+    if matches!(cli.command, Some(Command::Doctor { .. })) {
+        init_doctor_tracing();
+    } else {
+        init_tracing();
+    }
     let runtime = match runtime_for(&cli.command) {
         Ok(runtime) => runtime,
         Err(e) => {

@@ -97,6 +97,10 @@ async fn doctor_with_the_model_server_up_reports_every_check_ok_and_exits_zero()
     let output = doctor(home.path(), workspace.path(), bin.path(), &["--json"], &[]).await;
     let report = json_report(&output);
     assert_eq!(output.status.code(), Some(0), "{report}");
+    assert!(
+        output.stderr.is_empty(),
+        "the report is on stdout: {output:?}"
+    );
     assert_eq!(report["ok"], true, "{report}");
     assert_eq!(report["problems"], 0, "{report}");
     for id in [
@@ -247,6 +251,7 @@ async fn doctor_reports_a_dead_port_a_broken_config_and_an_unusable_home_each_wi
 
     let state = check(&report, "state.home");
     assert_eq!(state["status"], "fail", "{report}");
+    assert!(!unusable_home.exists());
     assert!(
         state["fix"].as_str().unwrap().contains("TANDEM_HOME"),
         "{state}"
@@ -297,5 +302,39 @@ async fn doctor_reports_a_dead_port_a_broken_config_and_an_unusable_home_each_wi
     assert!(
         text.ends_with("3 problem(s) found: see the fixes above.\n"),
         "{text}"
+    );
+}
+
+#[tokio::test]
+async fn doctor_creates_no_tandem_home_it_checks() {
+    let server = ModelServer::start().await;
+    server.push(openai::text(["ok"]));
+    let parent = tempfile::tempdir().unwrap();
+    let home = parent.path().join("new-home");
+    let workspace = tempfile::tempdir().unwrap();
+    let bin = fake_editors();
+    let base_url = server.base_url();
+    let env = [
+        ("TANDEM_BASE_URL", base_url.as_str()),
+        ("TANDEM_MODEL", MODEL_NAME),
+    ];
+
+    let output = doctor(&home, workspace.path(), bin.path(), &["--json"], &env).await;
+    let report = json_report(&output);
+
+    assert_eq!(output.status.code(), Some(0), "{report}");
+    let state = check(&report, "state.home");
+    assert_eq!(state["status"], "ok", "{report}");
+    assert!(
+        state["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist yet; it will be created"),
+        "{state}"
+    );
+    assert!(!home.exists(), "doctor created {}", home.display());
+    assert_eq!(
+        check(&report, "config.environment")["message"],
+        "environment: TANDEM_BASE_URL, TANDEM_MODEL set (over the files)"
     );
 }
