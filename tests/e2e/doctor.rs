@@ -10,7 +10,7 @@ use std::process::Output;
 use serde_json::Value;
 
 use crate::support::client::tandem_bin;
-use crate::support::model_server::{openai, ModelServer, MODEL_NAME};
+use crate::support::model_server::{anthropic, openai, ModelServer, MODEL_NAME};
 
 /// Runs `tandem doctor` (with `args`) in `workspace` with `home` as
 /// `TANDEM_HOME`, `bin` first on `PATH` (the fake editors), and `env`.
@@ -336,5 +336,106 @@ async fn doctor_creates_no_tandem_home_it_checks() {
     assert_eq!(
         check(&report, "config.environment")["message"],
         "environment: TANDEM_BASE_URL, TANDEM_MODEL set (over the files)"
+    );
+}
+
+#[tokio::test]
+async fn doctor_asks_an_anthropic_server_with_its_key_and_version_headers() {
+    let server = ModelServer::start().await;
+    server.push(anthropic::text(["ok"]));
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let bin = fake_editors();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[model]\nprovider = \"anthropic\"\nbase_url = \"{}\"\nname = \"{MODEL_NAME}\"\n\
+             api_key_env = \"TANDEM_DOCTOR_TEST_KEY\"\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let env = [("TANDEM_DOCTOR_TEST_KEY", "sk-doctor-test")];
+
+    let output = doctor(home.path(), workspace.path(), bin.path(), &["--json"], &env).await;
+    let report = json_report(&output);
+
+    assert_eq!(output.status.code(), Some(0), "{report}");
+    assert_eq!(
+        check(&report, "model.key")["message"],
+        "API key from $TANDEM_DOCTOR_TEST_KEY"
+    );
+    assert_eq!(check(&report, "model.streams")["status"], "ok", "{report}");
+    let requests = server.wait_for_requests(2).await;
+    assert_eq!(requests[0].path, "/v1/models");
+    assert_eq!(requests[1].path, "/v1/messages");
+    for request in &requests[..2] {
+        assert!(
+            request
+                .headers
+                .contains(&("x-api-key".to_string(), "sk-doctor-test".to_string())),
+            "{:?}",
+            request.headers
+        );
+        assert!(
+            request
+                .headers
+                .iter()
+                .any(|(name, _)| name == "anthropic-version"),
+            "{:?}",
+            request.headers
+        );
+    }
+    // The key is never printed.
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("sk-doctor-test"));
+}
+
+#[tokio::test]
+async fn a_model_the_server_does_not_list_warns_when_it_still_answers_and_fails_when_it_does_not() {
+    let server = ModelServer::start().await;
+    server.set_models(&["other-model", "third-model"]);
+    server.push(openai::text(["ok"]));
+    server.push(openai::error(404, "model 'scripted-model' not found"));
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let bin = fake_editors();
+    let base_url = server.base_url();
+    let env = [
+        ("TANDEM_BASE_URL", base_url.as_str()),
+        ("TANDEM_MODEL", MODEL_NAME),
+    ];
+
+    let output = doctor(home.path(), workspace.path(), bin.path(), &["--json"], &env).await;
+    let report = json_report(&output);
+    assert_eq!(output.status.code(), Some(0), "{report}");
+    let listed = check(&report, "model.listed");
+    assert_eq!(listed["status"], "warn", "{report}");
+    assert_eq!(
+        listed["message"],
+        format!(
+            "`{MODEL_NAME}` is not listed (the server lists other-model, third-model), though the server answers to it"
+        )
+    );
+
+    let output = doctor(home.path(), workspace.path(), bin.path(), &["--json"], &env).await;
+    let report = json_report(&output);
+    assert_eq!(output.status.code(), Some(1), "{report}");
+    let listed = check(&report, "model.listed");
+    assert_eq!(listed["status"], "fail", "{report}");
+    assert!(
+        listed["fix"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("ollama pull {MODEL_NAME}")),
+        "{listed}"
+    );
+    let streams = check(&report, "model.streams");
+    assert_eq!(streams["status"], "fail", "{report}");
+    assert!(
+        streams["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with("the server refused the request"),
+        "{streams}"
     );
 }
