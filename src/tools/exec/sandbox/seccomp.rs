@@ -139,3 +139,17 @@ fn rules() -> Result<Rules, BackendError> {
 fn arg(index: u8, op: SeccompCmpOp, value: i32) -> Result<SeccompCondition, BackendError> {
     SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value as u32 as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_filter_compiles_for_this_architecture_within_the_kernel_limit() {
+        // BPF_MAXINSNS: a longer program is refused by seccomp(2).
+        let program = super::program().expect("compiles");
+        assert!(
+            !program.is_empty() && program.len() <= 4096,
+            "{}",
+            program.len()
+        );
+    }
+}
