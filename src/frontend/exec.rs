@@ -76,6 +76,13 @@ impl EventSink for TerminalSink {
                 eprintln!("  (needs {waiting_for}; no editor to ask)")
             }
             Event::Compacted { removed, .. } => eprintln!("[compacted {removed} old messages]"),
+            Event::Instructions { files, cut, .. } if !files.is_empty() => {
+                let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+                eprintln!("[instructions: {}]", paths.join(", "));
+                if let Some(cut) = cut {
+                    eprintln!("{cut}");
+                }
+            }
             _ => {}
         }
     }

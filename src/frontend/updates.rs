@@ -1,6 +1,9 @@
 //! Conversions between the core's types and the wire's, shared by every
 //! frontend: session events become `session/update`-shaped updates, wire
 //! prompts become user content, receipts become prompt results.
+//!
+//! Invariant: an update is a function of one logged event and nothing else,
+//! which is why a replayed session sends exactly what its live turns sent.
 
 use crate::core::daemon::DaemonError;
 use crate::core::log::LoggedEvent;
@@ -257,7 +260,8 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         | Event::ModelRequest { .. }
         | Event::StepEnd { .. }
         | Event::RetryBudgetSpent { .. }
-        | Event::BudgetExceeded { .. } => return None,
+        | Event::BudgetExceeded { .. }
+        | Event::Instructions { .. } => return None,
     };
     Some(update)
 }
@@ -304,4 +308,19 @@ pub fn prompt_result(receipt: TurnReceipt) -> PromptResult {
         message: receipt.message,
         usage: priced(&receipt.usage, receipt.cost_usd),
     }
+}
+
+/// The instruction files a session's model is given, on the wire.
+pub fn instruction_files(
+    files: &[crate::vocab::instructions::InstructionFile],
+) -> Vec<crate::protocol::InstructionFileInfo> {
+    files
+        .iter()
+        .map(|f| crate::protocol::InstructionFileInfo {
+            path: f.path.clone(),
+            bytes: f.bytes,
+            sha256: f.sha256.clone(),
+            included_bytes: f.included_bytes,
+        })
+        .collect()
 }

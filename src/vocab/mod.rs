@@ -9,5 +9,6 @@
 pub mod approval;
 pub mod bridge;
 pub mod event;
+pub mod instructions;
 pub mod plan;
 pub mod pricing;

@@ -28,7 +28,9 @@ export type StopReason =
 // ---- editor -> daemon ------------------------------------------------------
 
 export interface NewSessionParams { workspaceFolder?: string; title?: string; config?: Record<string, unknown> }
-export interface NewSessionResult { sessionId: string; mode: ApprovalMode }
+/** An instruction file (`AGENTS.md`) the model is given; protocol.md "Project instructions". */
+export interface InstructionFile { path: string; bytes: number; sha256: string; includedBytes?: number }
+export interface NewSessionResult { sessionId: string; mode: ApprovalMode; instructions: InstructionFile[] }
 export const newSession = new RequestType<NewSessionParams, NewSessionResult, void>('tandem/newSession');
 
 export interface PromptParams { sessionId: string; prompt: ContentBlock[] }
@@ -65,7 +67,7 @@ export const renameSession = new RequestType<{ sessionId: string; title: string 
 export const closeSession = new RequestType<{ sessionId: string }, Record<string, never>, void>('tandem/closeSession');
 /** Removes a session's log; `-32005` while a turn runs. */
 export const deleteSession = new RequestType<{ sessionId: string }, Record<string, never>, void>('tandem/deleteSession');
-export const loadSession = new RequestType<{ sessionId: string }, { sessionId: string; replayed: number; mode: ApprovalMode }, void>(
+export const loadSession = new RequestType<{ sessionId: string }, { sessionId: string; replayed: number; mode: ApprovalMode; instructions: InstructionFile[] }, void>(
   'tandem/loadSession',
 );
 

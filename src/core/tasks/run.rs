@@ -372,6 +372,7 @@ pub async fn start_task(
         vec![UserContent::Text { text: message }],
         task.title.clone(),
         Some(origin.buffers.clone()),
+        Some(request.path.clone()),
     );
     Ok(Started::Running(RunningTask {
         session,
