@@ -346,6 +346,32 @@ pub struct PlanEntry {
     pub status: String,
 }
 
+/// `tandem/requestUserInput` params (daemon → editor).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestUserInputParams {
+    pub session_id: String,
+    pub tool_call_id: String,
+    pub questions: Vec<WireQuestion>,
+}
+
+/// One question of `tandem/requestUserInput`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireQuestion {
+    pub id: String,
+    pub question: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<WireQuestionOption>>,
+}
+
+/// One answer offered for a [`WireQuestion`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireQuestionOption {
+    pub label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
 /// `experimental.tandem` in the client's `initialize` capabilities.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

@@ -138,7 +138,7 @@ fn attachment(file: &Path, range: Option<(usize, usize)>) -> Result<UserContent,
     };
     let path = file.canonicalize().unwrap_or_else(|_| file.to_path_buf());
     Ok(UserContent::Resource {
-        uri: format!("{}{label}", crate::tools::edits::file_uri(&path)),
+        uri: format!("{}{label}", crate::workspace::file_uri(&path)),
         text: Some(text),
     })
 }
