@@ -98,8 +98,8 @@ impl Tool for ExecCommand {
         format!("Run `{cmd}`")
     }
 
-    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
-        let args: Args = parse_args(self.name(), &args)?;
+    async fn run(&self, raw_args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let args: Args = parse_args(self.name(), &raw_args)?;
         if args.cmd.trim().is_empty() {
             return Err(ToolError::new("`cmd` is empty"));
         }
@@ -150,7 +150,7 @@ impl Tool for ExecCommand {
         // In review mode the user allowed this command; the sandbox refused
         // it. Running it outside is a second, separate request that says
         // why, never an option beside the sandboxed run.
-        match ask_to_leave_the_sandbox(&args.cmd, &refused, ctx).await {
+        match ask_to_leave_the_sandbox(&args.cmd, raw_args, &refused, ctx).await {
             Some(true) => {
                 let again = run_unconfined(args.cmd, workdir, timeout, ctx).await?;
                 Ok(format!(
@@ -172,6 +172,7 @@ impl Tool for ExecCommand {
 /// it. The decision is logged as the call's `approval_decided`.
 async fn ask_to_leave_the_sandbox(
     cmd: &str,
+    raw_input: Value,
     refused: &[String],
     ctx: &ToolContext,
 ) -> Option<bool> {
@@ -184,7 +185,7 @@ async fn ask_to_leave_the_sandbox(
         tool_call_id: ctx.call_id.clone(),
         title: format!("Run `{cmd}` outside the sandbox? The sandbox refused it"),
         kind: "execute".to_string(),
-        raw_input: json!({"cmd": cmd}),
+        raw_input,
         always_scope: None,
         text: Some(format!(
             "$ {cmd}\n\nThe sandbox refused it: {}\n\nOutside the sandbox it runs with your full rights and the network.",
