@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::vocab::approval::ApprovalMode;
 
 pub mod budget;
+pub mod mcp_servers;
 pub mod sandbox;
 pub mod tasks;
 
@@ -234,6 +235,8 @@ pub struct Config {
     /// [`tasks::TaskCatalog::from_config`], so one bad task never makes
     /// the whole configuration invalid.
     pub tasks: std::collections::BTreeMap<String, Value>,
+    /// `[mcp_servers.<name>]` (config/mcp_servers.rs).
+    pub mcp_servers: std::collections::BTreeMap<String, mcp_servers::McpServerConfig>,
 }
 
 /// A configuration problem, naming where it came from.

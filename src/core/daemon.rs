@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -26,8 +26,10 @@ use super::session::{RunState, Session, TurnReceipt};
 use super::spend::SpendBook;
 use super::tasks::{config_roots, TaskOrigin, TaskState};
 use crate::buffers::BufferCache;
+use crate::config::mcp_servers::McpServerConfig;
 use crate::config::tasks::TaskCatalog;
 use crate::config::{Config, ConfigBuilder, ConfigError};
+use crate::mcp::{McpHub, McpServer, SessionMcp};
 use crate::tools::{Tool, ToolRegistry};
 use crate::vocab::bridge::ClientBridge;
 use crate::vocab::event::UserContent;
@@ -82,6 +84,10 @@ pub struct Daemon {
     bridge_for: Mutex<Option<BridgeFactory>>,
     /// Today's spending per workspace, read from the logs once a day.
     spend: Arc<SpendBook>,
+    /// The MCP servers of every session.
+    mcp: McpHub,
+    /// Each session's MCP servers (held by its task while it runs).
+    session_mcp: Mutex<HashMap<String, Weak<SessionMcp>>>,
 }
 
 /// Makes the bridge of one session, by id: a frontend serving several
@@ -110,6 +116,8 @@ impl Daemon {
             tasks_state: TaskState::default(),
             bridge_for: Mutex::new(None),
             spend,
+            mcp: McpHub::default(),
+            session_mcp: Mutex::new(HashMap::new()),
         })
     }
 
@@ -390,6 +398,16 @@ impl Daemon {
         {
             tools.register(tool.clone());
         }
+        // The session's MCP servers start now, concurrently; its first
+        // turn waits for them up to their startup timeouts.
+        let mcp = Arc::new(SessionMcp::new(
+            self.mcp.servers_for(&session.config.mcp_servers),
+        ));
+        tools.add_source(mcp.clone());
+        self.session_mcp
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(session.id.clone(), Arc::downgrade(&mcp));
         let env = SessionEnv {
             provider,
             tools,
@@ -411,6 +429,47 @@ impl Daemon {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(session.id.clone(), session);
+    }
+
+    /// Adds MCP servers to a running session (ACP's `mcpServers`, given
+    /// with each `session/new`, `load` and `resume` and never logged: their
+    /// `env` may hold the client's secrets). A server of the same name
+    /// replaces the configuration's.
+    pub fn add_mcp_servers(
+        &self,
+        session_id: &str,
+        servers: &std::collections::BTreeMap<String, McpServerConfig>,
+    ) -> Result<(), DaemonError> {
+        let mcp = self
+            .session_mcp
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session_id)
+            .and_then(Weak::upgrade)
+            .ok_or_else(|| DaemonError::UnknownSession(session_id.to_string()))?;
+        mcp.add(self.mcp.servers_for(servers));
+        Ok(())
+    }
+
+    /// The MCP servers of a session, or every server the daemon runs.
+    pub fn mcp_servers(
+        &self,
+        session_id: Option<&str>,
+    ) -> Result<Vec<Arc<McpServer>>, DaemonError> {
+        match session_id {
+            None => Ok(self.mcp.running()),
+            Some(id) => {
+                self.session(id)?;
+                Ok(self
+                    .session_mcp
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(id)
+                    .and_then(Weak::upgrade)
+                    .map(|mcp| mcp.servers())
+                    .unwrap_or_default())
+            }
+        }
     }
 
     pub fn session(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
@@ -514,6 +573,7 @@ impl Daemon {
         {
             session.log.sync();
         }
+        self.mcp.shutdown().await;
     }
 }
 

@@ -201,6 +201,7 @@ mod tests {
             arguments,
             title: String::new(),
             kind: String::new(),
+            mcp: None,
         }
     }
 

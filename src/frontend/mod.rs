@@ -7,6 +7,7 @@ mod client_pipe;
 mod coalesce;
 pub mod exec;
 pub mod lsp;
+pub mod mcp_servers;
 mod memory;
 pub use self::memory::use_one_heap;
 mod sandbox_info;

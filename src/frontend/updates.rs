@@ -7,7 +7,7 @@ use crate::core::log::LoggedEvent;
 use crate::core::session::TurnReceipt;
 use crate::protocol::{
     error_code, ContentBlock, EmbeddedResource, PlanEntry, PromptResult, SessionUpdate,
-    ToolCallContent, UpdateParams, WireUsage,
+    ToolCallContent, UpdateParams, WireMcpTarget, WireUsage,
 };
 use crate::vocab::event::{Event, InputQueue, ToolStatus, Usage, UserContent};
 use crate::vocab::plan::PlanStatus;
@@ -110,6 +110,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             arguments,
             title,
             kind,
+            mcp,
             ..
         } => SessionUpdate::ToolCall {
             tool_call_id: call_id.clone(),
@@ -117,6 +118,10 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             kind: kind.clone(),
             status: "pending".to_string(),
             raw_input: arguments.clone(),
+            mcp: mcp.as_ref().map(|m| WireMcpTarget {
+                server: m.server.clone(),
+                tool: m.tool.clone(),
+            }),
         },
         Event::ToolStarted { call_id, .. } => SessionUpdate::ToolCallUpdate {
             tool_call_id: call_id.clone(),

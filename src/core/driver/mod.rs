@@ -28,6 +28,7 @@ mod budget;
 mod compaction;
 mod gates;
 mod loops;
+mod mcp_approval;
 mod recovery;
 mod scheduler;
 mod step;

@@ -261,7 +261,7 @@ impl Shim {
         };
         let Some(answer) = self
             .relay
-            .call("tandem/newSession", json!({"workspaceFolder": cwd}))
+            .call("tandem/newSession", new_session_params(&cwd, params))
             .await
         else {
             return self.fail(&Some(id), -32603, "the serve did not answer");
@@ -337,5 +337,17 @@ impl Shim {
             task["instruction"] = json!(instruction);
         }
         self.relay_request(id, "tandem/runTask", task, prompt_answer);
+    }
+}
+
+/// `tandem/newSession` for ACP's `session/new`: the folder, and the
+/// client's MCP servers in `config.mcpServers` (the serve adds them to the
+/// session without logging them).
+fn new_session_params(cwd: &std::path::Path, params: &Value) -> Value {
+    match params.get("mcpServers") {
+        Some(list) if !list.is_null() => {
+            json!({"workspaceFolder": cwd, "config": {"mcpServers": list}})
+        }
+        _ => json!({"workspaceFolder": cwd}),
     }
 }

@@ -49,7 +49,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 12] = [
+pub const TANDEM_METHODS: [&str; 13] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -62,6 +62,7 @@ pub const TANDEM_METHODS: [&str; 12] = [
     "tandem/runTask",
     "tandem/taskSession",
     "tandem/listTasks",
+    "tandem/listMcpServers",
 ];
 
 pub(super) type RpcResult<T> = Result<T, ErrorObjectOwned>;
@@ -276,6 +277,9 @@ async fn new_session(
         }
         (base, None) => Some(base),
     };
+    let mut config = config;
+    let mcp_servers = crate::frontend::mcp_servers::take_config_mcp_servers(&mut config)
+        .map_err(invalid_params)?;
     let session = ctx
         .daemon
         .new_session(NewSession {
@@ -283,6 +287,9 @@ async fn new_session(
             title: params.title,
             config,
         })
+        .map_err(daemon_error)?;
+    ctx.daemon
+        .add_mcp_servers(&session.id, &mcp_servers)
         .map_err(daemon_error)?;
     ctx.hub.claim_if_unowned(&session.id, conn);
     Ok(NewSessionResult {
@@ -419,6 +426,12 @@ fn register_tandem(
             .cancel(&params.session_id, params.keep_inbox)
             .map_err(daemon_error)?;
         RpcResult::Ok(Value::Null)
+    })?;
+    module.register_method("tandem/listMcpServers", |params, ctx, _| {
+        let params: Value = params.parse().unwrap_or(Value::Null);
+        let session = params.get("sessionId").and_then(Value::as_str);
+        let servers = ctx.daemon.mcp_servers(session).map_err(daemon_error)?;
+        RpcResult::Ok(crate::frontend::mcp_servers::list_result(&servers))
     })?;
     module.register_blocking_method("tandem/listSessions", |params, ctx, _| {
         let params: ListSessionsParams = parse(&params)?;
