@@ -16,6 +16,7 @@ mod layers;
 mod ledger;
 mod loop_inprocess;
 mod loop_wire;
+mod mcp;
 mod lsp_wire;
 mod nvim;
 mod provider_anthropic;
