@@ -88,6 +88,9 @@ pub struct Daemon {
     mcp: McpHub,
     /// Each session's MCP servers (held by its task while it runs).
     session_mcp: Mutex<HashMap<String, Weak<SessionMcp>>>,
+    /// MCP servers given for a session on disk before it is loaded (the
+    /// serve's shim sends them ahead of its attach).
+    pending_mcp: Mutex<HashMap<String, std::collections::BTreeMap<String, McpServerConfig>>>,
 }
 
 /// Makes the bridge of one session, by id: a frontend serving several
@@ -118,6 +121,7 @@ impl Daemon {
             spend,
             mcp: McpHub::default(),
             session_mcp: Mutex::new(HashMap::new()),
+            pending_mcp: Mutex::new(HashMap::new()),
         })
     }
 
@@ -403,6 +407,14 @@ impl Daemon {
         let mcp = Arc::new(SessionMcp::new(
             self.mcp.servers_for(&session.config.mcp_servers),
         ));
+        let pending = self
+            .pending_mcp
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&session.id);
+        if let Some(pending) = pending {
+            mcp.add(self.mcp.servers_for(&pending));
+        }
         tools.add_source(mcp.clone());
         self.session_mcp
             .lock()
@@ -440,14 +452,32 @@ impl Daemon {
         session_id: &str,
         servers: &std::collections::BTreeMap<String, McpServerConfig>,
     ) -> Result<(), DaemonError> {
-        let mcp = self
+        if servers.is_empty() {
+            return Ok(());
+        }
+        let running = self
             .session_mcp
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(session_id)
-            .and_then(Weak::upgrade)
-            .ok_or_else(|| DaemonError::UnknownSession(session_id.to_string()))?;
-        mcp.add(self.mcp.servers_for(servers));
+            .and_then(Weak::upgrade);
+        if let Some(mcp) = running {
+            mcp.add(self.mcp.servers_for(servers));
+            return Ok(());
+        }
+        // A session on disk, not loaded yet: its servers start with it.
+        let on_disk = valid_session_id(session_id)
+            && self
+                .sessions_dir()
+                .join(format!("{session_id}.jsonl"))
+                .exists();
+        if !on_disk {
+            return Err(DaemonError::UnknownSession(session_id.to_string()));
+        }
+        self.pending_mcp
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(session_id.to_string(), servers.clone());
         Ok(())
     }
 

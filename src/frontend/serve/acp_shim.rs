@@ -296,6 +296,20 @@ impl Shim {
                 Err(e) => return self.fail(&Some(id), -32602, &e),
             }
         }
+        if let Some(list) = params.get("mcpServers").filter(|l| {
+            l.as_array().is_some_and(|a| !a.is_empty()) || !l.is_array() && !l.is_null()
+        }) {
+            let params = json!({"sessionId": session_id, "mcpServers": list});
+            match self.relay.call("tandem/addMcpServers", params).await {
+                Some(answer) if answer.get("error").is_some() => {
+                    let mut answer = answer;
+                    answer["id"] = id;
+                    return self.relay.to_editor(&answer);
+                }
+                Some(_) => {}
+                None => return self.fail(&Some(id), -32603, "the serve did not answer"),
+            }
+        }
         self.attach(id, session_id, replay);
     }
 

@@ -49,7 +49,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 13] = [
+pub const TANDEM_METHODS: [&str; 14] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -63,6 +63,7 @@ pub const TANDEM_METHODS: [&str; 13] = [
     "tandem/taskSession",
     "tandem/listTasks",
     "tandem/listMcpServers",
+    "tandem/addMcpServers",
 ];
 
 pub(super) type RpcResult<T> = Result<T, ErrorObjectOwned>;
@@ -432,6 +433,20 @@ fn register_tandem(
         let session = params.get("sessionId").and_then(Value::as_str);
         let servers = ctx.daemon.mcp_servers(session).map_err(daemon_error)?;
         RpcResult::Ok(crate::frontend::mcp_servers::list_result(&servers))
+    })?;
+    // `{sessionId, mcpServers}` (ACP's list): what the ACP shim sends
+    // before attaching for `session/load` and `session/resume`.
+    module.register_method("tandem/addMcpServers", |params, ctx, _| {
+        let params: Value = params.parse().unwrap_or(Value::Null);
+        let session = params["sessionId"]
+            .as_str()
+            .ok_or_else(|| invalid_params("missing string field `sessionId`"))?;
+        let servers = crate::frontend::mcp_servers::acp_mcp_servers(&params["mcpServers"])
+            .map_err(invalid_params)?;
+        ctx.daemon
+            .add_mcp_servers(session, &servers)
+            .map_err(daemon_error)?;
+        RpcResult::Ok(json!({}))
     })?;
     module.register_blocking_method("tandem/listSessions", |params, ctx, _| {
         let params: ListSessionsParams = parse(&params)?;

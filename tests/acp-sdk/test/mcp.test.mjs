@@ -91,5 +91,4 @@ acpTest(
       await server.close();
     }
   },
-  { attach: "the shim does not pass session/load's mcpServers to the serve yet" },
 );
