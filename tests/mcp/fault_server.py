@@ -11,7 +11,8 @@ then `started <pid>` at startup, so tests can see what reached it.
 
 Tools: `echo {text}`; `env` (the server's environment as JSON); `slow
 {seconds}` (answers after a while, or never when cancelled); `crash` (the
-process exits without answering).
+process exits without answering); `grow` (adds the tool `grown` and sends
+`notifications/tools/list_changed`).
 """
 
 import json
@@ -46,6 +47,8 @@ TOOLS = [
      "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}}},
     {"name": "crash", "description": "Exits mid-call",
      "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "grow", "description": "Adds the tool `grown` and says the list changed",
+     "inputSchema": {"type": "object", "properties": {}}},
 ]
 
 
@@ -71,6 +74,11 @@ def call(id, params):
         text_result(id, json.dumps(dict(os.environ), sort_keys=True))
     elif name == "slow":
         threading.Thread(target=slow, args=(id, float(args.get("seconds", 30))), daemon=True).start()
+    elif name == "grow":
+        TOOLS.append({"name": "grown", "description": "Added by grow",
+                      "inputSchema": {"type": "object", "properties": {}}})
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        text_result(id, "grew")
     elif name == "crash":
         log("crashing")
         os._exit(3)

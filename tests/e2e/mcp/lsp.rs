@@ -258,3 +258,44 @@ fn alive(pid: i32) -> bool {
         .map(|stat| !stat.contains(") Z "))
         .unwrap_or(false)
 }
+
+#[tokio::test]
+async fn a_changed_tool_list_is_offered_from_the_next_step() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let server = ModelServer::start().await;
+    server.push(call("c1", "mcp__fault__grow", json!({})));
+    server.push(openai::text(["grown"]));
+    server.push(openai::text(["again"]));
+    let root = tempfile::tempdir().unwrap();
+    let config = config_with(
+        &server,
+        "auto",
+        json!({"fault": fault_server("tools", log.path())}),
+    );
+    let (mut editor, session) =
+        session(&server, root.path(), config, EditorOptions::default()).await;
+    editor.prompt(&session, "grow").await;
+    assert!(!offered_names(&server.requests()[0]).contains(&"mcp__fault__grown".to_string()));
+    // The refresh follows the notification; the listing shows when it landed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let servers = list_servers(&mut editor, &session).await;
+        let tools = servers[0]["tools"].as_array().cloned().unwrap_or_default();
+        if tools.iter().any(|t| t["tool"] == "grown") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never refreshed: {servers}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    editor.prompt(&session, "again").await;
+    let names = offered_names(&server.requests()[2]);
+    assert!(names.contains(&"mcp__fault__grown".to_string()), "{names:?}");
+    assert_eq!(
+        fault_log(log.path())
+            .iter()
+            .filter(|l| l.contains("\"tools/list\""))
+            .count(),
+        2,
+        "listed at the start and once after the change"
+    );
+}
