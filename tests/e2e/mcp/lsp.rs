@@ -68,6 +68,16 @@ async fn the_everything_servers_echo_reaches_the_model_in_the_next_request() {
     assert!(log
         .iter()
         .any(|e| e["type"] == "tool_result" && e["output"] == "Echo: hello from the model"));
+    // `tandem replay` shows the call and its result.
+    let home = editor.sessions_dir().parent().unwrap().to_path_buf();
+    let replay = std::process::Command::new(crate::support::client::tandem_bin())
+        .args(["replay", &session, "--full"])
+        .env("TANDEM_HOME", &home)
+        .output()
+        .unwrap();
+    let replay = String::from_utf8_lossy(&replay.stdout);
+    assert!(replay.contains("mcp__everything__echo"), "{replay}");
+    assert!(replay.contains("Echo: hello from the model"), "{replay}");
     // And the server is listed, ready, with its tools.
     let servers = list_servers(&mut editor, &session).await;
     assert_eq!(servers[0]["name"], "everything", "{servers}");
