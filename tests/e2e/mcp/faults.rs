@@ -21,8 +21,7 @@ async fn a_server_that_never_answers_initialize_is_reported_and_the_session_goes
     let mut silent = fault_server("silent", log.path());
     silent["startup_timeout_sec"] = json!(3);
     let config = config_with(&server, "auto", json!({"silent": silent}));
-    let (mut editor, session) =
-        session(&server, root.path(), config, EditorOptions::default()).await;
+    let (mut editor, session) = session(root.path(), config, EditorOptions::default()).await;
     let started = Instant::now();
     let (receipt, _) = editor.prompt(&session, "hello").await;
     assert_eq!(receipt["result"]["stopReason"], "end_turn", "{receipt}");
@@ -58,8 +57,7 @@ async fn a_server_that_crashes_mid_call_is_a_tool_error_then_restarted_on_next_u
         "auto",
         json!({"fault": fault_server("tools", log.path())}),
     );
-    let (mut editor, session) =
-        session(&server, root.path(), config, EditorOptions::default()).await;
+    let (mut editor, session) = session(root.path(), config, EditorOptions::default()).await;
     let (receipt, _) = editor.prompt(&session, "go").await;
     assert_eq!(receipt["result"]["stopReason"], "end_turn", "{receipt}");
     let requests = server.requests();
@@ -90,8 +88,7 @@ async fn a_call_past_its_time_limit_is_stopped_and_cancelled_at_the_server() {
     let mut fault = fault_server("tools", log.path());
     fault["tool_timeout_sec"] = json!(0.5);
     let config = config_with(&server, "auto", json!({"fault": fault}));
-    let (mut editor, session) =
-        session(&server, root.path(), config, EditorOptions::default()).await;
+    let (mut editor, session) = session(root.path(), config, EditorOptions::default()).await;
     let started = Instant::now();
     editor.prompt(&session, "go").await;
     assert!(started.elapsed() < Duration::from_secs(10));
@@ -111,8 +108,7 @@ async fn a_cancel_during_a_call_reaches_the_server_and_ends_the_turn_at_once() {
         "auto",
         json!({"fault": fault_server("tools", log.path())}),
     );
-    let (mut editor, session) =
-        session(&server, root.path(), config, EditorOptions::default()).await;
+    let (mut editor, session) = session(root.path(), config, EditorOptions::default()).await;
     let id = editor.start_prompt(&session, "go").await;
     editor
         .wait_update(&session, |u| {
@@ -127,6 +123,9 @@ async fn a_cancel_during_a_call_reaches_the_server_and_ends_the_turn_at_once() {
     let (receipt, _) = editor.response(id).await;
     let took = cancelled_at.elapsed();
     assert_eq!(receipt["result"]["stopReason"], "cancelled", "{receipt}");
-    assert!(took < Duration::from_millis(500), "the turn ended {took:?} after the cancel");
+    assert!(
+        took < Duration::from_millis(500),
+        "the turn ended {took:?} after the cancel"
+    );
     wait_fault_log(log.path(), |l| l.contains("notifications/cancelled")).await;
 }

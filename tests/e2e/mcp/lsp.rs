@@ -23,8 +23,7 @@ async fn the_everything_servers_echo_reaches_the_model_in_the_next_request() {
     server.push(openai::text(["done"]));
     let root = tempfile::tempdir().unwrap();
     let config = config_with(&server, "auto", json!({"everything": everything}));
-    let (mut editor, session) =
-        session(&server, root.path(), config, EditorOptions::default()).await;
+    let (mut editor, session) = session(root.path(), config, EditorOptions::default()).await;
 
     let (receipt, updates) = editor.prompt(&session, "echo something").await;
     assert_eq!(receipt["result"]["stopReason"], "end_turn", "{receipt}");
@@ -103,8 +102,7 @@ async fn the_time_server_from_pypi_answers_a_call() {
     server.push(openai::text(["ok"]));
     let root = tempfile::tempdir().unwrap();
     let config = config_with(&server, "auto", json!({"time": time}));
-    let (mut editor, session) =
-        session(&server, root.path(), config, EditorOptions::default()).await;
+    let (mut editor, session) = session(root.path(), config, EditorOptions::default()).await;
     editor.prompt(&session, "what time is it").await;
     let answer = tool_result(&server.requests()[1], "call_t");
     let parsed: Value = serde_json::from_str(&answer).unwrap_or_else(|_| panic!("{answer}"));
@@ -126,18 +124,26 @@ async fn a_server_sees_only_the_minimal_environment_and_what_its_config_gives() 
     let options = EditorOptions {
         env: vec![
             ("OPENAI_API_KEY".into(), "sk-must-not-leak".into()),
-            ("TANDEM_TEST_NO_KEY".into(), "model-key-must-not-leak".into()),
+            (
+                "TANDEM_TEST_NO_KEY".into(),
+                "model-key-must-not-leak".into(),
+            ),
             ("PASSED_BY_NAME".into(), "by-name".into()),
             ("SOME_OTHER_VAR".into(), "x".into()),
         ],
         ..EditorOptions::default()
     };
     let config = config_with(&server, "auto", json!({"everything": everything}));
-    let (mut editor, session) = session(&server, root.path(), config, options).await;
+    let (mut editor, session) = session(root.path(), config, options).await;
     editor.prompt(&session, "env").await;
     let answer = tool_result(&server.requests()[1], "call_env");
     let env: Value = serde_json::from_str(&answer).unwrap_or_else(|_| panic!("{answer}"));
-    let names: Vec<&str> = env.as_object().unwrap().keys().map(String::as_str).collect();
+    let names: Vec<&str> = env
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     let allowed = [
         "PATH",
         "HOME",
@@ -171,8 +177,7 @@ async fn review_mode_asks_per_tool_and_allow_always_covers_only_that_tool() {
         "review",
         json!({"fault": fault_server("tools", log.path())}),
     );
-    let (mut editor, session) =
-        session(&server, root.path(), config, EditorOptions::default()).await;
+    let (mut editor, session) = session(root.path(), config, EditorOptions::default()).await;
     let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = asked.clone();
     editor.on_request(move |method, params| {
@@ -189,7 +194,10 @@ async fn review_mode_asks_per_tool_and_allow_always_covers_only_that_tool() {
     assert_eq!(first["kind"], "mcp");
     assert_eq!(first["rawInput"], json!({"text": "one"}));
     let title = first["title"].as_str().unwrap();
-    assert!(title.contains("fault") && title.contains("echo") && title.contains("one"), "{title}");
+    assert!(
+        title.contains("fault") && title.contains("echo") && title.contains("one"),
+        "{title}"
+    );
     assert_eq!(asked[1]["toolCall"]["toolCallId"], "c3");
     let requests = server.requests();
     assert_eq!(tool_result(&requests[2], "c2"), "fault echo: two");
@@ -224,17 +232,24 @@ async fn read_only_mode_offers_only_read_only_tools_and_trust_runs_them_unasked(
     let mut fault = fault_server("tools", log.path());
     fault["trust_read_only"] = json!(true);
     let config = config_with(&server, "read-only", json!({"fault": fault}));
-    let (mut editor, session) =
-        session(&server, root.path(), config, EditorOptions::default()).await;
+    let (mut editor, session) = session(root.path(), config, EditorOptions::default()).await;
     editor.on_request(|method, _| {
-        assert_ne!(method, "tandem/requestPermission", "a trusted read-only tool asks nobody");
+        assert_ne!(
+            method, "tandem/requestPermission",
+            "a trusted read-only tool asks nobody"
+        );
         None
     });
     editor.prompt(&session, "go").await;
     let requests = server.requests();
     let names = offered_names(&requests[0]);
     assert!(names.contains(&"mcp__fault__env".to_string()), "{names:?}");
-    assert!(!names.iter().any(|n| n == "mcp__fault__echo" || n == "mcp__fault__crash"), "{names:?}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| n == "mcp__fault__echo" || n == "mcp__fault__crash"),
+        "{names:?}"
+    );
     assert!(tool_result(&requests[1], "c1").contains("PATH"));
 }
 
@@ -249,8 +264,7 @@ async fn servers_stop_with_the_daemon_and_leave_no_process_behind() {
         "auto",
         json!({"fault": fault_server("tools", log.path())}),
     );
-    let (mut editor, session) =
-        session(&server, root.path(), config, EditorOptions::default()).await;
+    let (mut editor, session) = session(root.path(), config, EditorOptions::default()).await;
     editor.prompt(&session, "hi").await;
     let lines = wait_fault_log(log.path(), |l| l.starts_with("started ")).await;
     let pid: i32 = lines[0]
@@ -259,7 +273,11 @@ async fn servers_stop_with_the_daemon_and_leave_no_process_behind() {
         .unwrap();
     assert!(alive(pid), "the server runs while the session does");
     editor.shutdown_and_exit().await;
-    assert!(!alive(pid), "the server outlived the daemon: {:?}", fault_log(log.path()));
+    assert!(
+        !alive(pid),
+        "the server outlived the daemon: {:?}",
+        fault_log(log.path())
+    );
 }
 
 /// Whether `pid` is a process that has not been reaped (nor is a zombie).
@@ -282,8 +300,7 @@ async fn a_changed_tool_list_is_offered_from_the_next_step() {
         "auto",
         json!({"fault": fault_server("tools", log.path())}),
     );
-    let (mut editor, session) =
-        session(&server, root.path(), config, EditorOptions::default()).await;
+    let (mut editor, session) = session(root.path(), config, EditorOptions::default()).await;
     editor.prompt(&session, "grow").await;
     assert!(!offered_names(&server.requests()[0]).contains(&"mcp__fault__grown".to_string()));
     // The refresh follows the notification; the listing shows when it landed.
@@ -294,12 +311,18 @@ async fn a_changed_tool_list_is_offered_from_the_next_step() {
         if tools.iter().any(|t| t["tool"] == "grown") {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "never refreshed: {servers}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never refreshed: {servers}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     editor.prompt(&session, "again").await;
     let names = offered_names(&server.requests()[2]);
-    assert!(names.contains(&"mcp__fault__grown".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"mcp__fault__grown".to_string()),
+        "{names:?}"
+    );
     assert_eq!(
         fault_log(log.path())
             .iter()

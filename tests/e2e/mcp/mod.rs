@@ -100,12 +100,7 @@ fn config_with(server: &ModelServer, mode: &str, servers: Value) -> Value {
 }
 
 /// An LSP editor (answering permission requests) with a session.
-async fn session(
-    server: &ModelServer,
-    root: &Path,
-    config: Value,
-    options: EditorOptions,
-) -> (Editor, String) {
+async fn session(root: &Path, config: Value, options: EditorOptions) -> (Editor, String) {
     let mut editor = Editor::spawn_with(options).await;
     editor
         .initialize_with(
