@@ -586,6 +586,10 @@ impl Daemon {
     /// logs. Safe to call more than once.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
+        // The MCP servers first, while the sessions still hold them: each
+        // gets TERM and its grace before KILL (a server dropped with the
+        // last session is stopped on a task the exiting runtime may cut).
+        self.mcp.shutdown().await;
         let tasks: Vec<JoinHandle<()>> = self
             .tasks
             .lock()
@@ -603,7 +607,6 @@ impl Daemon {
         {
             session.log.sync();
         }
-        self.mcp.shutdown().await;
     }
 }
 

@@ -12,6 +12,7 @@ use crate::support::model_server::{openai, ModelServer, RecordedRequest, Reply};
 
 mod faults;
 mod lsp;
+mod serve;
 
 /// `tests/mcp`, where the servers live.
 fn mcp_dir() -> PathBuf {
