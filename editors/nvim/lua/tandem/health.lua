@@ -109,6 +109,8 @@ function M.check()
       'start your model server, or set model.base_url in init_options, session_config or config.toml',
     })
   end
+
+  require('tandem.mcp').check(health)
 end
 
 return M
