@@ -332,3 +332,35 @@ async fn a_changed_tool_list_is_offered_from_the_next_step() {
         "listed at the start and once after the change"
     );
 }
+
+#[tokio::test]
+async fn sessions_with_the_same_definition_share_one_server_process() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let server = ModelServer::start().await;
+    server.push(call("c1", "mcp__fault__echo", json!({"text": "a"})));
+    server.push(openai::text(["one"]));
+    server.push(call("c2", "mcp__fault__echo", json!({"text": "b"})));
+    server.push(openai::text(["two"]));
+    let root = tempfile::tempdir().unwrap();
+    let config = config_with(
+        &server,
+        "auto",
+        json!({"fault": fault_server("tools", log.path())}),
+    );
+    let (mut editor, first) = session(root.path(), config.clone(), EditorOptions::default()).await;
+    let second = editor.new_session(config).await;
+    editor.prompt(&first, "a").await;
+    editor.prompt(&second, "b").await;
+    assert_eq!(tool_result(&server.requests()[3], "c2"), "fault echo: b");
+    let starts = fault_log(log.path())
+        .iter()
+        .filter(|l| l.starts_with("started "))
+        .count();
+    assert_eq!(starts, 1, "one process for both sessions");
+    let all = editor.request("tandem/listMcpServers", json!({})).await;
+    assert_eq!(
+        all["result"]["servers"].as_array().map(Vec::len),
+        Some(1),
+        "{all}"
+    );
+}

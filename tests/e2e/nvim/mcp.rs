@@ -39,7 +39,10 @@ T.put('report', T.lines(0))
     assert!(mcp.contains("fault: ready, 5 tools"), "{mcp}");
     assert!(mcp.contains("  mcp__fault__echo"), "{mcp}");
     assert!(mcp.contains("  mcp__fault__env (read-only)"), "{mcp}");
-    assert!(mcp.contains("silent: failed (did not finish starting"), "{mcp}");
+    assert!(
+        mcp.contains("silent: failed (did not finish starting"),
+        "{mcp}"
+    );
     let report = got.text("report");
     assert!(report.contains("tandem: MCP servers"), "{report}");
     assert!(report.contains("OK fault: ready, 5 tools"), "{report}");
