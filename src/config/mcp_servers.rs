@@ -96,14 +96,14 @@ impl McpServerConfig {
     }
 }
 
-/// Whether `name` may name a server: what becomes part of its tools'
-/// names (`mcp__<server>__<tool>`).
+/// Whether `name` may name a server. Its tools' names are fitted to what
+/// providers accept anyway (`mcp/names.rs`), so ACP clients' names with
+/// spaces work; `|` is refused because it separates the server from the
+/// tool in a remembered approval.
 pub fn valid_server_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 32
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    !name.trim().is_empty()
+        && name.chars().count() <= 64
+        && !name.chars().any(|c| c == '|' || c.is_control())
 }
 
 fn secs(secs: f64) -> Duration {
@@ -130,6 +130,15 @@ mod tests {
         };
         assert!(both.transport().unwrap_err().contains("not both"));
         assert!(McpServerConfig::default().transport().is_err());
+    }
+
+    #[test]
+    fn server_names_may_have_spaces_but_not_the_scope_separator() {
+        assert!(valid_server_name("GitHub MCP"));
+        assert!(valid_server_name("everything"));
+        assert!(!valid_server_name("a|b"));
+        assert!(!valid_server_name("  "));
+        assert!(!valid_server_name(&"x".repeat(65)));
     }
 
     #[test]

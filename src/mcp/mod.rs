@@ -57,7 +57,7 @@ impl McpHub {
                 tokio::spawn(async move { starting.start().await });
             } else {
                 server.fail_now(format!(
-                    "`{name}` cannot name an MCP server: use letters, digits, `_` and `-` (at most 32)"
+                    "`{name}` cannot name an MCP server: at most 64 characters, none of them `|` or a control character"
                 ));
             }
             servers.push(server);

@@ -22,6 +22,15 @@ pub(super) fn mcp_scope(target: &McpTarget) -> String {
     format!("mcp|{}|{}", target.server, target.tool)
 }
 
+/// The arguments as the permission's title shows them: the first 200
+/// characters (`rawInput` has them whole).
+fn short(args: &str) -> String {
+    match args.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &args[..cut]),
+        None => args.to_string(),
+    }
+}
+
 pub(super) async fn approve_mcp(
     tool: &Arc<dyn Tool>,
     target: &McpTarget,
@@ -70,7 +79,12 @@ pub(super) async fn approve_mcp(
     let request = PermissionRequest {
         session_id: session.id.clone(),
         tool_call_id: ctx.call_id.clone(),
-        title: format!("{}: {} {}", target.server, target.tool, args),
+        title: format!(
+            "{}: {} {}",
+            target.server,
+            target.tool,
+            short(&args.to_string())
+        ),
         kind: tool.kind().to_string(),
         raw_input: args.clone(),
         always_scope: Some(scope.clone()),
