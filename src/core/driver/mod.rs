@@ -27,6 +27,7 @@ mod approval;
 mod budget;
 mod compaction;
 mod gates;
+mod instructions;
 mod loops;
 mod mcp_approval;
 mod recovery;
@@ -66,6 +67,8 @@ pub struct SessionEnv {
     pub bridge: Arc<dyn ClientBridge>,
     /// Today's spending of every workspace, for the day caps.
     pub spend: Arc<SpendBook>,
+    /// Where the session's instruction files are looked for each turn.
+    pub instructions: crate::core::instructions::InstructionSources,
 }
 
 /// The session's task: takes work from the inbox and runs a turn for
