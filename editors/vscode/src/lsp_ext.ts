@@ -67,6 +67,16 @@ export const renameSession = new RequestType<{ sessionId: string; title: string 
 export const closeSession = new RequestType<{ sessionId: string }, Record<string, never>, void>('tandem/closeSession');
 /** Removes a session's log; `-32005` while a turn runs. */
 export const deleteSession = new RequestType<{ sessionId: string }, Record<string, never>, void>('tandem/deleteSession');
+/** `tandem/listMcpServers` (protocol.md, MCP servers). */
+export interface McpServerInfo {
+  name: string;
+  state: 'starting' | 'ready' | 'failed' | 'stopped';
+  error?: string;
+  tools: { name: string; tool: string; description: string; readOnly: boolean }[];
+}
+export const listMcpServers = new RequestType<{ sessionId?: string }, { servers: McpServerInfo[] }, void>(
+  'tandem/listMcpServers',
+);
 export const loadSession = new RequestType<{ sessionId: string }, { sessionId: string; replayed: number; mode: ApprovalMode; instructions: InstructionFile[] }, void>(
   'tandem/loadSession',
 );

@@ -246,7 +246,7 @@ impl ClientBridge for Outgoing {
         }
         let params = json!({
             "sessionId": request.session_id,
-            "toolCall": permission_tool_call(&request),
+            "toolCall": permission_tool_call(&request, self.permission_method),
             "options": options,
         });
         match self.request(self.permission_method, params, cancel).await {
@@ -338,7 +338,7 @@ impl ClientBridge for Outgoing {
 /// showed it, with what is approved in its `content` (the command, the
 /// reason for asking again, each file's diff), so a client that kept no
 /// earlier update still shows what it asks about.
-fn permission_tool_call(request: &PermissionRequest) -> Value {
+fn permission_tool_call(request: &PermissionRequest, method: &str) -> Value {
     let mut content: Vec<Value> = Vec::new();
     if let Some(text) = &request.text {
         content.push(json!({"type": "content", "content": {"type": "text", "text": text}}));
@@ -353,7 +353,12 @@ fn permission_tool_call(request: &PermissionRequest) -> Value {
     let mut call = json!({
         "toolCallId": request.tool_call_id,
         "title": request.title,
-        "kind": request.kind,
+        // ACP has no `mcp` kind: an MCP tool is `other` there.
+        "kind": if request.kind == "mcp" && method == "session/request_permission" {
+            "other"
+        } else {
+            request.kind.as_str()
+        },
         "status": "pending",
         "rawInput": request.raw_input,
     });
