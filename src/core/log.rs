@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use super::liveness::process_alive;
 use super::output_budget::OutputBudget;
 use crate::vocab::event::Event;
 
@@ -143,7 +144,8 @@ pub enum LogError {
 }
 
 /// `sessions/<id>.lock`: one writer per session. Holds the owner's pid; a
-/// lock whose owner is gone is stale and taken over.
+/// lock whose owner is gone, or a zombie, is stale and taken over (the
+/// semantics are [`crate::core::liveness`]'s).
 struct SessionLock {
     path: PathBuf,
 }
@@ -162,7 +164,7 @@ impl SessionLock {
                         .ok()
                         .and_then(|s| s.trim().parse::<u32>().ok());
                     match pid {
-                        Some(pid) if pid_alive(pid) => {
+                        Some(pid) if process_alive(pid) => {
                             return Err(LogError::Locked {
                                 session_id: session_id.to_string(),
                                 pid,
@@ -199,12 +201,7 @@ pub fn lock_owner(dir: &Path, session_id: &str) -> Option<u32> {
         .trim()
         .parse::<u32>()
         .ok()?;
-    pid_alive(pid).then_some(pid)
-}
-
-/// Whether a process with this pid exists (Linux: `/proc/<pid>`).
-fn pid_alive(pid: u32) -> bool {
-    pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists()
+    process_alive(pid).then_some(pid)
 }
 
 impl SessionLog {
@@ -649,6 +646,35 @@ mod tests {
         // No process has pid u32::MAX - 1.
         std::fs::write(dir.path().join("stale.lock"), format!("{}", u32::MAX - 1)).unwrap();
         assert!(SessionLog::open(&path, Durability::Flush, Arc::new(NullSink)).is_ok());
+    }
+
+    #[test]
+    fn a_lock_naming_a_zombie_is_stale_and_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = {
+            let log = SessionLog::create(
+                dir.path(),
+                &header("zombie"),
+                Durability::Flush,
+                Arc::new(NullSink),
+            )
+            .unwrap();
+            log.path().to_path_buf()
+        };
+        // A child that has exited and is not reaped: its /proc entry stays.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let stat = format!("/proc/{pid}/stat");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read_to_string(&stat).is_ok_and(|s| s.contains(") Z ")) {
+            assert!(std::time::Instant::now() < deadline, "no zombie");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::fs::write(dir.path().join("zombie.lock"), pid.to_string()).unwrap();
+        assert_eq!(lock_owner(dir.path(), "zombie"), None);
+        let opened = SessionLog::open(&path, Durability::Flush, Arc::new(NullSink));
+        assert!(opened.is_ok(), "{:?}", opened.err());
+        child.wait().unwrap();
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod driver;
 pub mod guards;
 pub mod history;
 pub mod ledger;
+pub mod liveness;
 pub mod log;
 pub mod output_budget;
 pub mod projection;

@@ -56,6 +56,7 @@ use self::hub::Hub;
 use self::state::{ServeInfo, ServeLock};
 use crate::config::{ConfigBuilder, ServeConfig};
 use crate::core::daemon::{Daemon, DaemonOptions};
+use crate::core::liveness::process_alive;
 use crate::core::log::Durability;
 use crate::vocab::bridge::NoClient;
 
@@ -307,19 +308,6 @@ pub async fn status(home: PathBuf) -> u8 {
             );
             1
         }
-    }
-}
-
-/// Whether process `pid` still runs (a zombie does not: the shim that
-/// started a serve may not have reaped it yet).
-fn process_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // `pid (comm) STATE ...`; comm may hold spaces and parentheses.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next())
-            .is_some_and(|state| state != 'Z' && state != 'X'),
-        Err(_) => false,
     }
 }
 
