@@ -87,7 +87,10 @@ async fn a_tool_result_too_big_for_the_context_is_cut_head_and_tail_and_the_retr
     assert_no_request_repeated(&requests);
     let full = tool_message(&requests[1], "call_big");
     let cut = tool_message(&requests[2], "call_big");
-    assert!(full.contains("line 0750 of the big file"), "the first try had it all");
+    assert!(
+        full.contains("line 0750 of the big file"),
+        "the first try had it all"
+    );
     assert!(
         cut.len() < 12_500 && cut.len() * 3 < full.len(),
         "cut to fit 4,000 tokens: {} of {} bytes",
@@ -96,7 +99,10 @@ async fn a_tool_result_too_big_for_the_context_is_cut_head_and_tail_and_the_retr
     );
     assert!(cut.contains("line 0001 of the big file"), "the head stays");
     assert!(cut.contains("line 1500 of the big file"), "the tail stays");
-    assert!(!cut.contains("line 0750 of the big file"), "the middle goes");
+    assert!(
+        !cut.contains("line 0750 of the big file"),
+        "the middle goes"
+    );
     assert!(
         cut.contains("bytes elided: this result did not fit the model's context window"),
         "the model is told: {cut}"
@@ -152,10 +158,7 @@ async fn a_request_with_nothing_to_cut_stops_at_once_naming_its_biggest_parts() 
     let result = &response["result"];
     assert_eq!(result["stopReason"], "context_overflow", "{response}");
     let message = result["message"].as_str().unwrap();
-    assert!(
-        message.contains("nothing in it can be shrunk"),
-        "{message}"
-    );
+    assert!(message.contains("nothing in it can be shrunk"), "{message}");
     let user_chars = prompt.len();
     assert!(
         message.contains(&format!(

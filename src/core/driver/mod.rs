@@ -133,5 +133,5 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
         }
     }
     session.discard_inbox("the daemon is shutting down");
-    session.log.sync();
+    session.log.synced().await;
 }

@@ -157,7 +157,8 @@ mod tests {
         assert_eq!(server_context_tokens(openai), Some(8192));
         let anthropic = "prompt is too long: 210000 tokens > 200000 maximum";
         assert_eq!(server_context_tokens(anthropic), Some(200000));
-        let llama = "the request exceeds the available context size (4096 tokens), try increasing it";
+        let llama =
+            "the request exceeds the available context size (4096 tokens), try increasing it";
         assert_eq!(server_context_tokens(llama), Some(4096));
         assert_eq!(server_context_tokens("request too large"), None);
     }

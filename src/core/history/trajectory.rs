@@ -385,12 +385,18 @@ impl<'a> Walk<'a> {
                     .iter()
                     .map(|r| {
                         let name = self.call_name(&r.call_id);
-                        format!("{name} [{}] {} -> {} bytes", r.call_id, r.from_bytes, r.kept_bytes)
+                        format!(
+                            "{name} [{}] {} -> {} bytes",
+                            r.call_id, r.from_bytes, r.kept_bytes
+                        )
                     })
                     .collect();
                 self.line(
                     2,
-                    format!("context overflow: cut tool results to fit: {}", cuts.join(", ")),
+                    format!(
+                        "context overflow: cut tool results to fit: {}",
+                        cuts.join(", ")
+                    ),
                 );
             }
             Event::LoopDetected { description, .. } => {

@@ -176,7 +176,9 @@ impl Projection {
                         (&call.id, &call.name, &call.arguments).hash(&mut hasher);
                     }
                 }
-                ModelMessage::Tool { call_id, content } => (3u8, call_id, content).hash(&mut hasher),
+                ModelMessage::Tool { call_id, content } => {
+                    (3u8, call_id, content).hash(&mut hasher)
+                }
             }
         }
         hasher.finish()

@@ -88,6 +88,15 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
     let token = auth::new_token().map_err(|e| format!("cannot make a token: {e}"))?;
 
     let hub_slot: Arc<std::sync::OnceLock<Arc<Hub>>> = Arc::default();
+    // The one thread streams every session: fsyncs go to the blocking
+    // pool, and what acknowledges an event waits for them there.
+    // `TANDEM_SERVE_INLINE_FSYNC=1` keeps them on the thread, for
+    // benches/serve_fsync.rs's comparison.
+    let inline = std::env::var("TANDEM_SERVE_INLINE_FSYNC").is_ok_and(|v| v == "1");
+    let durability = match durability {
+        Durability::Fsync if !inline => Durability::FsyncInBackground,
+        other => other,
+    };
     let daemon = {
         let sink = Arc::new(LateSink(hub_slot.clone()));
         Daemon::new(DaemonOptions {

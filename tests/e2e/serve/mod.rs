@@ -6,6 +6,7 @@ mod acp;
 mod attach;
 mod buffers;
 mod cancel;
+mod durable;
 mod interleave;
 mod ordering;
 mod progress;
