@@ -430,12 +430,15 @@ impl SessionLog {
             }
             // Held back: a boundary until its fsync is done, anything after
             // one until it has been told.
+            // While a drain runs, everything waits its turn behind it (an
+            // event from a thread outside the runtime too).
+            let hold = writer.draining || (durable && runtime.is_some());
             match runtime {
-                Some(runtime) if durable || writer.draining => {
+                _ if hold => {
                     writer.held.push_back(logged.clone());
                     let start = !writer.draining;
                     writer.draining = true;
-                    (logged, start.then_some(runtime))
+                    (logged, runtime.filter(|_| start))
                 }
                 _ => {
                     drop(writer);
