@@ -13,8 +13,11 @@
 //!
 //! `cargo bench --bench serve_fsync`; `TANDEM_BENCH_CHUNKS` (default
 //! 2000) and `TANDEM_BENCH_RUNS` (default 3, per phase) scale it.
-//! `TANDEM_SERVE_INLINE_FSYNC=1` (inherited by the serve) makes the serve
-//! fsync on its own thread as it did before, for the comparison.
+//! `TANDEM_SERVE_INLINE_FSYNC=1` makes the serve fsync on its own thread as
+//! it did before, for the comparison; `TANDEM_BENCH_FSYNC=0` runs it
+//! without fsync at all (the control: what A's steps cost B without any
+//! fsync). The bench starts the serve itself, with that environment, and
+//! the two windows attach to it.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -40,12 +43,13 @@ async fn main() {
     let chunks = env_usize("TANDEM_BENCH_CHUNKS", 2000);
     let runs = env_usize("TANDEM_BENCH_RUNS", 3);
     let inline = std::env::var("TANDEM_SERVE_INLINE_FSYNC").is_ok_and(|v| v == "1");
+    let no_fsync = std::env::var("TANDEM_BENCH_FSYNC").is_ok_and(|v| v == "0");
     println!(
         "serve fsyncs: {}",
-        if inline {
-            "on its thread (TANDEM_SERVE_INLINE_FSYNC=1)"
-        } else {
-            "on the blocking pool"
+        match (no_fsync, inline) {
+            (true, _) => "never (TANDEM_BENCH_FSYNC=0, the control)",
+            (false, true) => "on its thread (TANDEM_SERVE_INLINE_FSYNC=1)",
+            (false, false) => "on the blocking pool",
         }
     );
     let bin = tandem_bin();
@@ -59,6 +63,22 @@ async fn main() {
     // it costs.
     let home = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp home");
 
+    let mut serve = std::process::Command::new(&bin);
+    serve
+        .arg("serve")
+        .env("TANDEM_HOME", home.path())
+        .env_remove("TANDEM_LOG")
+        .env_remove("TANDEM_FSYNC")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    if no_fsync {
+        serve.env("TANDEM_FSYNC", "0");
+    }
+    let mut serve = serve.spawn().expect("spawn tandem serve");
+    while !home.path().join("serve.json").exists() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let (model_a, model_b) = (ModelServer::start().await, ModelServer::start().await);
     let mut window_b = Editor::spawn(&bin, &["lsp", "--attach"], home.path());
     window_b.handshake(root.path()).await;
@@ -144,9 +164,13 @@ async fn main() {
         .await;
     let answer = window_a.until_response(prompt_a).await;
     let answer = &answer.last().expect("answer").1;
+    let fsyncs = if no_fsync {
+        "no fsyncs".to_string()
+    } else {
+        format!("about {} fsyncs", 2 * steps)
+    };
     println!(
-        "session A: {steps} tool steps (about {} fsyncs) in {:.2} s while B streamed, {:.0} steps/s; its turn ended {}",
-        2 * steps,
+        "session A: {steps} tool steps ({fsyncs}) in {:.2} s while B streamed, {:.0} steps/s; its turn ended {}",
         elapsed.as_secs_f64(),
         steps as f64 / elapsed.as_secs_f64(),
         answer["result"]["stopReason"]
@@ -167,9 +191,9 @@ async fn main() {
 
     window_a.shutdown().await;
     window_b.shutdown().await;
-    // The serve the shims started outlives them, by design: stop it.
     let _ = std::process::Command::new(&bin)
         .args(["serve", "--stop"])
         .env("TANDEM_HOME", home.path())
         .status();
+    let _ = serve.wait();
 }

@@ -247,6 +247,24 @@ mod tests {
     }
 
     #[test]
+    fn a_reloaded_log_folds_the_cut_into_the_same_history() {
+        let mut events = history(&[("big", "b".repeat(20_000))]);
+        let mut live = Projection::from_events("sys".into(), &events);
+        let plan = live.shrink_plan(3_000);
+        assert_eq!(plan.len(), 1);
+        let shrunk = Event::ResultsShrunk {
+            turn_id: "t1".into(),
+            step: 2,
+            results: plan,
+        };
+        live.apply(&shrunk);
+        events.push(shrunk);
+        let reloaded = Projection::from_events("sys".into(), &events);
+        assert_eq!(reloaded.fingerprint(), live.fingerprint());
+        assert_eq!(reloaded.estimated_tokens(), live.estimated_tokens());
+    }
+
+    #[test]
     fn results_at_the_floor_cannot_be_cut_and_the_biggest_items_are_named() {
         let events = history(&[("c1", "x".repeat(900))]);
         let projection = Projection::from_events("a long system prompt".repeat(10), &events);
