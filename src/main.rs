@@ -264,7 +264,7 @@ async fn autodetect() -> ExitCode {
 /// The runtime a command runs on. `tandem serve` runs on one thread: a
 /// streamed chunk goes from the model's socket through the log and the hub
 /// into the window's WebSocket with no second worker woken on the way (a
-/// cross-thread wake-up costs 15–30 µs on a busy 2-core machine; see
+/// cross-thread wake-up a chunk was most of what the serve path cost: see
 /// BENCHMARKS.md §9). What blocks (tools, loading a log) runs on the
 /// blocking pool, as everywhere; sessions interleave on the one thread.
 fn runtime_for(command: &Option<Command>) -> std::io::Result<tokio::runtime::Runtime> {

@@ -485,7 +485,8 @@ impl Daemon {
             .into_iter()
             .map(|block| match block {
                 UserContent::Resource { uri, text: None } => {
-                    let text = file_uri_to_path(&uri).and_then(|p| buffers.read_text(&p).ok());
+                    let text = crate::workspace::file_uri_to_path(&uri)
+                        .and_then(|p| buffers.read_text(&p).ok());
                     UserContent::Resource { uri, text }
                 }
                 other => other,
@@ -526,32 +527,6 @@ fn valid_session_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// `file:///a/b` to `/a/b` (percent-decoded); `None` for other schemes.
-pub fn file_uri_to_path(uri: &str) -> Option<PathBuf> {
-    let rest = uri.strip_prefix("file://")?;
-    let mut bytes = Vec::with_capacity(rest.len());
-    let raw = rest.as_bytes();
-    let mut i = 0;
-    while i < raw.len() {
-        if raw[i] == b'%' && i + 2 < raw.len() {
-            let hex = std::str::from_utf8(&raw[i + 1..i + 3]).unwrap_or("");
-            if let Ok(byte) = u8::from_str_radix(hex, 16) {
-                bytes.push(byte);
-                i += 3;
-                continue;
-            }
-        }
-        bytes.push(raw[i]);
-        i += 1;
-    }
-    let path = String::from_utf8(bytes).ok()?;
-    // `file://host/path` is not a local file.
-    if !path.starts_with('/') {
-        return None;
-    }
-    Some(PathBuf::from(path))
-}
-
 fn system_prompt(roots: &[PathBuf]) -> String {
     let roots = if roots.is_empty() {
         "(no workspace folder is open)".to_string()
@@ -568,22 +543,4 @@ fn system_prompt(roots: &[PathBuf]) -> String {
          Files you read show what the user sees in the editor, unsaved edits included.\n\
          Use the tools to look at the code before answering; be concise and precise."
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn file_uris_become_paths_with_percent_decoding() {
-        assert_eq!(
-            file_uri_to_path("file:///tmp/a%20b.rs"),
-            Some(PathBuf::from("/tmp/a b.rs"))
-        );
-        assert_eq!(
-            file_uri_to_path("file:///tmp/x"),
-            Some(PathBuf::from("/tmp/x"))
-        );
-        assert_eq!(file_uri_to_path("untitled:Untitled-1"), None);
-    }
 }

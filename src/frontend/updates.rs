@@ -1,6 +1,9 @@
 //! Conversions between the core's types and the wire's, shared by every
 //! frontend: session events become `session/update`-shaped updates, wire
 //! prompts become user content, receipts become prompt results.
+//!
+//! Invariant: an update is a function of one logged event and nothing else,
+//! which is why a replayed session sends exactly what its live turns sent.
 
 use crate::core::daemon::DaemonError;
 use crate::core::log::LoggedEvent;

@@ -9,14 +9,13 @@
 
 use std::collections::BTreeMap;
 
-use eventsource_stream::Event as SseEvent;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::body::BodyParts;
 use super::cached;
-use super::http::{self, SseDecoder};
+use super::http::{self, SseDecoder, SseEvent};
 use super::{
     Completion, ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError, ProviderStream,
     StreamEvent, ToolSpec,

@@ -1,6 +1,9 @@
 //! `request_user_input {questions: [{id, question, options?}]}`: asks the
 //! user through the editor and returns the answers. Offered only when the
 //! client said it can answer (`experimental.tandem.requestUserInput`).
+//!
+//! Invariant: a question still open when the turn is cancelled ends the call
+//! as aborted.
 
 use serde::Deserialize;
 use serde_json::{json, Value};

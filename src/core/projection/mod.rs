@@ -75,9 +75,9 @@ impl Projection {
         for event in events {
             projection.apply(event);
         }
-        // Growing by doubling left up to half the list unused (1.3 MB of
-        // room for a 5,000-message session's 0.8 MB): keep an eighth more
-        // than it holds, room for the turns to come.
+        // Growing by doubling left up to half the list unused (BENCHMARKS.md
+        // §2, "Smaller list"): keep an eighth more than it holds, room for
+        // the turns to come.
         let len = projection.messages.len();
         projection.messages.shrink_to(len + len / 8);
         projection

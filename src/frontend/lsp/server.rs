@@ -19,7 +19,7 @@ use super::cancel_request::RequestCancels;
 use super::outgoing::Outgoing;
 use super::progress::Progress;
 use crate::buffers::{self, PositionEncoding, TextChange};
-use crate::core::daemon::{file_uri_to_path, Daemon, DaemonError, NewSession};
+use crate::core::daemon::{Daemon, DaemonError, NewSession};
 use crate::frontend::updates::{daemon_error_parts, prompt_result, user_content};
 use crate::protocol::{
     CancelParams, ClientTandemCapabilities, ListSessionsParams, LoadSessionParams,
@@ -29,6 +29,7 @@ use crate::protocol::{
 };
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::ClientAbilities;
+use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
 const TANDEM_METHODS: [&str; 8] = [
@@ -155,18 +156,13 @@ async fn guarded_notification(what: &str, body: impl std::future::Future<Output 
 }
 
 pub(crate) fn uri_path(uri: &Url) -> Option<PathBuf> {
-    uri.to_file_path()
-        .ok()
-        .or_else(|| file_uri_to_path(uri.as_str()))
+    file_uri_to_path(uri.as_str())
 }
 
 /// A folder given as a `file://` URI or an absolute path.
 pub(crate) fn folder_path(folder: &str) -> Option<PathBuf> {
     if folder.starts_with("file://") {
-        return Url::parse(folder)
-            .ok()
-            .and_then(|u| u.to_file_path().ok())
-            .or_else(|| file_uri_to_path(folder));
+        return file_uri_to_path(folder);
     }
     let path = PathBuf::from(folder);
     path.is_absolute().then_some(path)

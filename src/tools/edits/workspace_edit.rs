@@ -2,14 +2,12 @@
 //! positions in the negotiated encoding, derived from the exact text the hunks
 //! were computed against, and file URIs percent-encoded.
 
-use std::fmt::Write as _;
-use std::path::Path;
-
 use serde_json::{json, Map, Value};
 
 use super::FileChange;
 use crate::buffers::{Position, PositionEncoding, Snapshot};
 use crate::tools::patch::AppliedHunk;
+pub use crate::workspace::file_uri;
 
 /// The change annotation every edit of one patch carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,28 +147,6 @@ fn text_edit(base: &Snapshot, hunk: &AppliedHunk, encoding: PositionEncoding) ->
 
 fn lsp_position(position: Position) -> Value {
     json!({"line": position.line, "character": position.character})
-}
-
-/// A `file://` URI for an absolute path, percent-encoding every byte that
-/// is not unreserved (RFC 3986) or `/`.
-pub fn file_uri(path: &Path) -> String {
-    let text = path.to_string_lossy();
-    let mut uri = String::with_capacity(text.len() + 7);
-    uri.push_str("file://");
-    if !text.starts_with('/') {
-        uri.push('/');
-    }
-    for byte in text.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
-                uri.push(byte as char)
-            }
-            _ => {
-                let _ = write!(uri, "%{byte:02X}");
-            }
-        }
-    }
-    uri
 }
 
 #[cfg(test)]
@@ -456,13 +432,5 @@ mod tests {
         let changes = edit["documentChanges"].as_array().expect("changes");
         assert_eq!(changes.len(), 1);
         assert!(changes[0].get("kind").is_none(), "{edit}");
-    }
-
-    #[test]
-    fn uris_percent_encode_what_is_not_unreserved() {
-        assert_eq!(
-            file_uri(Path::new("/a b/ü#?%.rs")),
-            "file:///a%20b/%C3%BC%23%3F%25.rs"
-        );
     }
 }
