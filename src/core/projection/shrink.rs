@@ -142,7 +142,7 @@ impl Projection {
                 }
             })
             .collect();
-        items.sort_by(|a, b| b.chars.cmp(&a.chars));
+        items.sort_by_key(|item| std::cmp::Reverse(item.chars));
         items.truncate(n);
         items
     }
