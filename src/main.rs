@@ -69,6 +69,14 @@ enum Command {
         #[arg(long)]
         mode: Option<String>,
     },
+    /// Check what works on this machine — the model server, the exec
+    /// sandbox, the config files, $TANDEM_HOME, the editors — with a fix
+    /// for each problem; exit status 1 when something is broken.
+    Doctor {
+        /// Print one JSON object (for programs) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the sessions in $TANDEM_HOME/sessions, newest first.
     Sessions,
     /// Print a session's trajectory: turns, steps, tool calls with their
@@ -124,6 +132,19 @@ async fn exec(
     })
     .await;
     ExitCode::from(code)
+}
+
+async fn doctor(json: bool) -> ExitCode {
+    use tandem::frontend::doctor;
+    let workspace = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
+    ExitCode::from(
+        doctor::run(doctor::DoctorOptions {
+            home: tandem_home(),
+            workspace,
+            json,
+        })
+        .await,
+    )
 }
 
 fn list_sessions() -> ExitCode {
@@ -189,6 +210,19 @@ fn init_tracing() {
             tracing::warn!("cannot open the log file in {}: {e}", dir.display());
         }
     }
+}
+
+/// `tandem doctor` reports on stdout what the log would say, and must not
+/// create `TANDEM_HOME` (a log file would) before it checks it: errors
+/// only, to stderr, unless `TANDEM_LOG` asks for more.
+fn init_doctor_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn durability() -> Durability {
@@ -283,7 +317,11 @@ fn main() -> ExitCode {
     // Before any thread starts (the runtime's, the stdout writer).
     tandem::frontend::use_one_heap();
     let cli = Cli::parse();
-    init_tracing();
+    if matches!(cli.command, Some(Command::Doctor { .. })) {
+        init_doctor_tracing();
+    } else {
+        init_tracing();
+    }
     let runtime = match runtime_for(&cli.command) {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -312,6 +350,7 @@ fn main() -> ExitCode {
                 range,
                 mode,
             }) => exec(task, file, range, mode).await,
+            Some(Command::Doctor { json }) => doctor(json).await,
             Some(Command::Sessions) => list_sessions(),
             Some(Command::Replay {
                 session_id,

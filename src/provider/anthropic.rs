@@ -57,7 +57,7 @@ impl AnthropicProvider {
         }
     }
 
-    fn headers(&self) -> HeaderMap {
+    pub(super) fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::new();
         headers.insert(
             "anthropic-version",

@@ -85,6 +85,29 @@ pub(crate) async fn post_json(
     }
 }
 
+/// GETs `url` (`tandem doctor`'s model list), with the same classified
+/// errors as [`post_json`]; `timeout` bounds the whole exchange.
+pub(crate) async fn get(
+    client: &reqwest::Client,
+    base_url: &str,
+    url: &str,
+    headers: HeaderMap,
+    timeout: Duration,
+) -> Result<reqwest::Response, ProviderError> {
+    let response = client
+        .get(url)
+        .headers(headers)
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(|e| send_error(&e, base_url))?;
+    if response.status().is_success() {
+        Ok(response)
+    } else {
+        Err(status_error(response).await)
+    }
+}
+
 /// Classifies a failure to get any response at all.
 fn send_error(error: &reqwest::Error, base_url: &str) -> ProviderError {
     if error.is_builder() {

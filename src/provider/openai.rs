@@ -53,7 +53,7 @@ impl OpenAiProvider {
             .or((self.default_max_tokens > 0).then_some(self.default_max_tokens))
     }
 
-    fn headers(&self) -> HeaderMap {
+    pub(super) fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::new();
         if let Some(key) = http::api_key(&self.api_key_env) {
             match HeaderValue::from_str(&format!("Bearer {key}")) {

@@ -397,6 +397,7 @@ impl Backend {
             Ok(NewSessionResult {
                 session_id: session.id.clone(),
                 mode: session.mode().as_str().to_string(),
+                instructions: crate::frontend::updates::instruction_files(&session.instructions()),
             })
         })
         .await
@@ -537,6 +538,7 @@ impl Backend {
                 session_id: session.id.clone(),
                 replayed,
                 mode: session.mode().as_str().to_string(),
+                instructions: crate::frontend::updates::instruction_files(&session.instructions()),
             })
         })
         .await
