@@ -8,6 +8,7 @@ mod coalesce;
 pub mod doctor;
 pub mod exec;
 pub mod lsp;
+pub mod mcp_servers;
 mod memory;
 pub use self::memory::use_one_heap;
 mod sandbox_info;

@@ -30,6 +30,7 @@ mod compaction;
 mod gates;
 mod instructions;
 mod loops;
+mod mcp_approval;
 mod overflow;
 mod recovery;
 mod scheduler;
