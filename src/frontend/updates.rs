@@ -260,6 +260,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         Event::TurnStart { .. }
         | Event::ApprovalDecided { .. }
         | Event::HistoryRepaired { .. }
+        | Event::ResultsShrunk { .. }
         | Event::LoopDetected { .. }
         | Event::StepStart { .. }
         | Event::AssistantMessage { .. }

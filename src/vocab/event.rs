@@ -60,6 +60,9 @@ pub enum StopReason {
     BudgetExceeded,
     /// The history was compacted again and again with no progress between.
     CompactionSpiral,
+    /// The provider said the request does not fit its context window and
+    /// nothing in it could be shrunk further.
+    ContextOverflow,
 }
 
 impl StopReason {
@@ -78,6 +81,7 @@ impl StopReason {
             StopReason::Interrupted => "interrupted",
             StopReason::BudgetExceeded => "budget_exceeded",
             StopReason::CompactionSpiral => "compaction_spiral",
+            StopReason::ContextOverflow => "context_overflow",
         }
     }
 }
@@ -451,6 +455,25 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         about: Option<String>,
     },
+    // Context overflow that compaction cannot fix (issue 28).
+    /// After the provider said the request does not fit its context, the
+    /// newest tool results were cut head-and-tail to fit (each to
+    /// `kept_bytes`, a note saying so in what the model reads); the
+    /// original outputs stay in their `tool_result` events.
+    ResultsShrunk {
+        turn_id: TurnId,
+        step: u32,
+        results: Vec<ShrunkResult>,
+    },
+}
+
+/// One tool result cut by `results_shrunk`: its size in the model's
+/// context before, and the bytes of it that were kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShrunkResult {
+    pub call_id: String,
+    pub from_bytes: usize,
+    pub kept_bytes: usize,
 }
 
 /// One file of a tool's change: absolute path, the text before (none for a
@@ -484,6 +507,7 @@ impl Event {
             | Event::UserMessage { turn_id, .. }
             | Event::InputClaimed { turn_id, .. }
             | Event::HistoryRepaired { turn_id, .. }
+            | Event::ResultsShrunk { turn_id, .. }
             | Event::Compacted { turn_id, .. }
             | Event::LoopDetected { turn_id, .. }
             | Event::StepStart { turn_id, .. }

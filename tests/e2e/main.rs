@@ -9,6 +9,7 @@ mod apply_patch;
 mod approvals;
 mod code_map;
 mod compaction;
+mod context_overflow;
 mod doctor;
 mod exec_cli;
 mod freed_memory;

@@ -23,7 +23,8 @@ export interface Usage {
 
 export type StopReason =
   | 'end_turn' | 'max_tokens' | 'max_iterations' | 'token_budget' | 'timeout'
-  | 'loop_detected' | 'refusal' | 'cancelled' | 'blocked' | 'error' | 'interrupted';
+  | 'loop_detected' | 'refusal' | 'cancelled' | 'blocked' | 'error' | 'interrupted'
+  | 'context_overflow';
 
 // ---- editor -> daemon ------------------------------------------------------
 
@@ -182,6 +183,7 @@ export function describeStopReason(reason: StopReason | string): string {
     case 'blocked': return 'Input rejected';
     case 'error': return 'Failed';
     case 'interrupted': return 'Interrupted (the daemon stopped)';
+    case 'context_overflow': return 'Stopped: the request does not fit the context window';
     default: return String(reason);
   }
 }

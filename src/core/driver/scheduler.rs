@@ -62,8 +62,9 @@ impl Turn<'_> {
             });
         }
         // The calls are on disk before any of them runs: after a crash,
-        // a call without a result is known to have maybe started.
-        self.session.log.sync();
+        // a call without a result is known to have maybe started. The
+        // fsync runs on the blocking pool: other sessions stream meanwhile.
+        self.session.log.synced().await;
         let mut ctx = ToolContext::new(
             self.env.workspace.clone(),
             self.buffers.clone(),
@@ -137,7 +138,7 @@ impl Turn<'_> {
             if rest.is_empty() {
                 self.session.log.sync_soon();
             } else {
-                self.session.log.sync();
+                self.session.log.synced().await;
             }
         }
     }
@@ -165,7 +166,8 @@ impl Turn<'_> {
                 ),
             });
         }
-        self.session.log.sync();
+        // Nothing runs after them: the turn's end covers the same bytes.
+        self.session.log.sync_soon();
     }
 
     pub(super) fn available_tools(&self) -> String {
@@ -275,6 +277,9 @@ async fn execute_call(
         Ok(Approved::Unsandboxed) => ctx.unsandboxed = true,
         Err(refused) => return refused,
     }
+    // An approval is on disk before what it allowed runs (immediate unless
+    // the log fsyncs in the background).
+    session.log.durable().await;
     session.log.append(Event::ToolStarted {
         turn_id,
         call_id: call.call_id.clone(),

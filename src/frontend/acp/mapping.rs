@@ -211,6 +211,8 @@ pub(super) fn acp_stop_reason(reason: StopReason) -> (&'static str, Option<&'sta
         StopReason::TokenBudget => "max_tokens",
         // A money or token cap of `[budget]` stopped the next call.
         StopReason::BudgetExceeded => "max_tokens",
+        // The request outgrew the model's context: a token limit.
+        StopReason::ContextOverflow => "max_tokens",
         // Compactions that went nowhere, like a loop: a runaway turn.
         StopReason::CompactionSpiral => "max_turn_requests",
         // The loop detector stopped a model repeating its tool calls: too
@@ -251,6 +253,10 @@ mod tests {
         assert_eq!(
             acp_stop_reason(StopReason::BudgetExceeded),
             ("max_tokens", Some("budget_exceeded"))
+        );
+        assert_eq!(
+            acp_stop_reason(StopReason::ContextOverflow),
+            ("max_tokens", Some("context_overflow"))
         );
         assert_eq!(
             acp_stop_reason(StopReason::CompactionSpiral),

@@ -363,6 +363,10 @@ async fn prompt(
             None::<()>,
         )
     })?;
+    // A discarded prompt's `input_discarded` is on disk and told first.
+    if let Ok(session) = ctx.daemon.session(&params.session_id) {
+        session.log.durable().await;
+    }
     ctx.hub.flushed(&params.session_id, conn).await;
     Ok(prompt_result(receipt))
 }
@@ -389,6 +393,10 @@ async fn steer(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcRe
         )
         .map_err(daemon_error)?;
     ctx.hub.note_origin(&params.session_id, &message_id, conn);
+    // Acknowledged means durable: the log fsyncs off this thread.
+    if let Ok(session) = ctx.daemon.session(&params.session_id) {
+        session.log.durable().await;
+    }
     Ok(SteerResult { message_id })
 }
 
@@ -399,7 +407,7 @@ fn register_tandem(
     module.register_async_method("tandem/newSession", new_session)?;
     module.register_async_method("tandem/prompt", prompt)?;
     module.register_async_method("tandem/steer", steer)?;
-    module.register_method("tandem/setMode", |params, ctx, _| {
+    module.register_async_method("tandem/setMode", |params, ctx, _| async move {
         let params: SetModeParams = parse(&params)?;
         let mode: ApprovalMode = params
             .mode
@@ -410,6 +418,7 @@ fn register_tandem(
             .session(&params.session_id)
             .map_err(daemon_error)?;
         session.set_mode(mode);
+        session.log.durable().await;
         RpcResult::Ok(SetModeResult { mode: params.mode })
     })?;
     // Cancels the turn a progress token names, if it still runs (as
