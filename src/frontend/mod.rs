@@ -6,6 +6,7 @@ pub mod acp;
 mod client_pipe;
 mod coalesce;
 pub mod exec;
+pub(crate) mod jsonrpc_body;
 pub mod lsp;
 mod memory;
 pub use self::memory::use_one_heap;
