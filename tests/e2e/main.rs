@@ -12,6 +12,7 @@ mod compaction;
 mod exec_cli;
 mod freed_memory;
 mod guards;
+mod invalid_bodies;
 mod layers;
 mod ledger;
 mod loop_inprocess;
