@@ -12,5 +12,7 @@ mod memory;
 pub use self::memory::use_one_heap;
 mod sandbox_info;
 pub mod serve;
+mod stdin;
+pub use self::stdin::reader as stdin_reader;
 mod stdout;
 pub mod updates;
