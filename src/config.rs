@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::vocab::approval::ApprovalMode;
 
 pub mod budget;
+pub mod instructions;
 pub mod sandbox;
 pub mod tasks;
 
@@ -227,6 +228,8 @@ pub struct Config {
     pub budget: budget::BudgetConfig,
     /// How `exec_command` confines commands.
     pub sandbox: sandbox::SandboxConfig,
+    /// Which instruction files (`AGENTS.md`) the model is given.
+    pub instructions: instructions::InstructionsConfig,
     /// Prices per model name (USD per million tokens), over the built-in
     /// table of known models.
     pub pricing: std::collections::BTreeMap<String, crate::vocab::pricing::Price>,

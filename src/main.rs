@@ -69,6 +69,14 @@ enum Command {
         #[arg(long)]
         mode: Option<String>,
     },
+    /// Check what works on this machine — the model server, the exec
+    /// sandbox, the config files, $TANDEM_HOME, the editors — with a fix
+    /// for each problem; exit status 1 when something is broken.
+    Doctor {
+        /// Print one JSON object (for programs) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the sessions in $TANDEM_HOME/sessions, newest first.
     Sessions,
     /// Print a session's trajectory: turns, steps, tool calls with their
@@ -124,6 +132,19 @@ async fn exec(
     })
     .await;
     ExitCode::from(code)
+}
+
+async fn doctor(json: bool) -> ExitCode {
+    use tandem::frontend::doctor;
+    let workspace = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
+    ExitCode::from(
+        doctor::run(doctor::DoctorOptions {
+            home: tandem_home(),
+            workspace,
+            json,
+        })
+        .await,
+    )
 }
 
 fn list_sessions() -> ExitCode {
@@ -189,6 +210,19 @@ fn init_tracing() {
             tracing::warn!("cannot open the log file in {}: {e}", dir.display());
         }
     }
+}
+
+/// `tandem doctor` reports on stdout what the log would say, and must not
+/// create `TANDEM_HOME` (a log file would) before it checks it: errors
+/// only, to stderr, unless `TANDEM_LOG` asks for more.
+fn init_doctor_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn durability() -> Durability {
@@ -264,7 +298,7 @@ async fn autodetect() -> ExitCode {
 /// The runtime a command runs on. `tandem serve` runs on one thread: a
 /// streamed chunk goes from the model's socket through the log and the hub
 /// into the window's WebSocket with no second worker woken on the way (a
-/// cross-thread wake-up costs 15–30 µs on a busy 2-core machine; see
+/// cross-thread wake-up a chunk was most of what the serve path cost: see
 /// BENCHMARKS.md §9). What blocks (tools, loading a log) runs on the
 /// blocking pool, as everywhere; sessions interleave on the one thread.
 fn runtime_for(command: &Option<Command>) -> std::io::Result<tokio::runtime::Runtime> {
@@ -283,7 +317,11 @@ fn main() -> ExitCode {
     // Before any thread starts (the runtime's, the stdout writer).
     tandem::frontend::use_one_heap();
     let cli = Cli::parse();
-    init_tracing();
+    if matches!(cli.command, Some(Command::Doctor { .. })) {
+        init_doctor_tracing();
+    } else {
+        init_tracing();
+    }
     let runtime = match runtime_for(&cli.command) {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -314,6 +352,7 @@ fn main() -> ExitCode {
                 range,
                 mode,
             }) => exec(task, file, range, mode).await,
+            Some(Command::Doctor { json }) => doctor(json).await,
             Some(Command::Sessions) => list_sessions(),
             Some(Command::Replay {
                 session_id,

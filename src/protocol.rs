@@ -79,6 +79,26 @@ pub struct NewSessionResult {
     /// The approval mode the session starts in (`read-only`, `review` or
     /// `auto`), so an editor can show it before any `current_mode_update`.
     pub mode: String,
+    /// The instruction files (`AGENTS.md`) the model is given, most
+    /// general first.
+    #[serde(default)]
+    pub instructions: Vec<InstructionFileInfo>,
+}
+
+/// An instruction file in force: `tandem/newSession`'s `instructions`,
+/// `tandem/attached`'s, and ACP's `_meta.tandem.instructions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstructionFileInfo {
+    /// Absolute path.
+    pub path: String,
+    /// The file's size.
+    pub bytes: u64,
+    /// SHA-256 of its content, lowercase hex.
+    pub sha256: String,
+    /// How many of its bytes the model gets, when the 32 KiB cap cut it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub included_bytes: Option<u64>,
 }
 
 /// `tandem/prompt` params.
@@ -165,6 +185,9 @@ pub struct LoadSessionResult {
     pub replayed: usize,
     /// The approval mode in force after the replay.
     pub mode: String,
+    /// The instruction files the model was last given.
+    #[serde(default)]
+    pub instructions: Vec<InstructionFileInfo>,
 }
 
 /// `tandem/setMode` params and result.
@@ -312,6 +335,32 @@ pub struct PlanEntry {
     pub status: String,
 }
 
+/// `tandem/requestUserInput` params (daemon → editor).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestUserInputParams {
+    pub session_id: String,
+    pub tool_call_id: String,
+    pub questions: Vec<WireQuestion>,
+}
+
+/// One question of `tandem/requestUserInput`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireQuestion {
+    pub id: String,
+    pub question: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<WireQuestionOption>>,
+}
+
+/// One answer offered for a [`WireQuestion`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireQuestionOption {
+    pub label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
 /// `experimental.tandem` in the client's `initialize` capabilities.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -454,6 +503,10 @@ pub struct AttachedParams {
     /// The session's approval mode now (`tandem acp --attach` answers
     /// `session/load` with it).
     pub mode: String,
+    /// The instruction files in force (`tandem acp --attach` puts them in
+    /// its answer's `_meta.tandem.instructions`).
+    #[serde(default)]
+    pub instructions: Vec<InstructionFileInfo>,
 }
 
 /// `tandem/respond` params (serve only): a client's answer to one of the

@@ -163,6 +163,31 @@ impl Workspace {
     }
 }
 
+/// A `file://` URI for an absolute path (`url`'s percent-encoding of the
+/// path's bytes); a relative path is taken from `/`.
+pub fn file_uri(path: &Path) -> String {
+    let absolute;
+    let path = if path.is_absolute() {
+        path
+    } else {
+        absolute = Path::new("/").join(path);
+        &absolute
+    };
+    url::Url::from_file_path(path)
+        .map(String::from)
+        .unwrap_or_else(|()| format!("file://{}", path.display()))
+}
+
+/// `file:///a/b` to `/a/b` (percent-decoded); `None` for other schemes and
+/// for a `file://host/…` that names another machine.
+pub fn file_uri_to_path(uri: &str) -> Option<PathBuf> {
+    url::Url::parse(uri)
+        .ok()
+        .filter(|url| url.scheme() == "file")?
+        .to_file_path()
+        .ok()
+}
+
 /// A relative path with `/` separators; `.` when empty.
 pub fn slash_path(relative: &Path) -> String {
     let parts: Vec<_> = relative
@@ -310,6 +335,20 @@ fn canonicalize_with_hops(path: &Path, hops_left: usize) -> PathBuf {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn file_uris_round_trip_with_percent_encoding() {
+        use super::{file_uri, file_uri_to_path};
+        let path = std::path::Path::new("/a b/ü#?%.rs");
+        assert_eq!(file_uri(path), "file:///a%20b/%C3%BC%23%3F%25.rs");
+        assert_eq!(file_uri_to_path(&file_uri(path)).as_deref(), Some(path));
+        assert_eq!(
+            file_uri_to_path("file:///tmp/a%20b.rs"),
+            Some(std::path::PathBuf::from("/tmp/a b.rs"))
+        );
+        assert_eq!(file_uri_to_path("untitled:Untitled-1"), None);
+        assert_eq!(file_uri_to_path("file://elsewhere/tmp/x"), None);
+    }
+
     use super::*;
     use std::os::unix::fs::symlink;
 

@@ -129,7 +129,6 @@ impl BufferCache {
         docs.get(&key).map(|doc| Snapshot {
             rope: doc.content.text.clone(),
             version: doc.version,
-            lsp_lines: doc.content.lsp_lines.clone(),
         })
     }
 

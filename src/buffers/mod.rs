@@ -6,14 +6,12 @@
 //! nowhere else; a change that does not fit the document is an error and
 //! leaves the document untouched.
 //!
-//! Lines are LSP's: only `\n`, `\r\n` and `\r` end a line. Ropey (with its
-//! default `unicode_lines` feature, which we cannot turn off) also ends lines
-//! at VT, FF, NEL, LS and PS, so its line index is not LSP's whenever a
-//! document holds one of those. Each document therefore keeps, only when it
-//! needs one, a masked twin of its rope whose ropey lines are LSP's lines.
+//! Lines are LSP's: only `\n`, `\r\n` and `\r` end a line. Ropey is built
+//! without its `unicode_lines` feature (which would also end lines at VT,
+//! FF, NEL, LS and PS), so its line index is LSP's for every document.
 //!
 //! The pieces: this module holds the position types; [`position`] converts
-//! LSP positions to char offsets (and keeps LSP's lines apart from ropey's),
+//! LSP positions to char offsets,
 //! [`document`] is a document's content and its [`Snapshot`], and [`cache`]
 //! is the [`BufferCache`] the editor's notifications update.
 

@@ -1,9 +1,7 @@
 //! Converting LSP positions (in the negotiated encoding) to char offsets
-//! and back. LSP ends lines only at `\n`, `\r\n` and `\r`; ropey also ends
-//! them at VT, FF, NEL, LS and PS, so those are masked by same-width
-//! stand-ins wherever a rope's line index must be LSP's.
-
-use std::borrow::Cow;
+//! and back. LSP ends lines only at `\n`, `\r\n` and `\r`, and so does
+//! ropey as this crate builds it (`cr_lines` without `unicode_lines`), so a
+//! rope's line index is LSP's.
 
 use ropey::{Rope, RopeSlice};
 
@@ -17,32 +15,23 @@ use super::{LineOutOfRange, Position, PositionEncoding};
 /// continuation byte) rounds down to that char's start. A line further out is
 /// an error.
 ///
-/// Exact for any rope. When `rope` holds a break ropey counts and LSP does
-/// not (VT, FF, NEL, LS, PS), nothing in a bare rope says where, so this scans
-/// it: O(n). [`Snapshot::position_to_char`] avoids the scan.
+/// O(log n).
 pub fn position_to_char(
     rope: &Rope,
     pos: Position,
     enc: PositionEncoding,
 ) -> Result<usize, LineOutOfRange> {
-    match mask_non_lsp_breaks(rope) {
-        Some(masked) => lsp_position_to_char(&masked, pos, enc),
-        None => lsp_position_to_char(rope, pos, enc),
-    }
+    lsp_position_to_char(rope, pos, enc)
 }
 
 /// The LSP position of `char_idx` in `rope` (clamped to the end of the rope);
 /// the inverse of [`position_to_char`] on char boundaries. A char index inside
-/// a `\r\n` maps to the end of its line. O(n) for the same reason as
-/// [`position_to_char`]; [`Snapshot::char_to_position`] is O(log n).
+/// a `\r\n` maps to the end of its line. O(log n).
 pub fn char_to_position(rope: &Rope, char_idx: usize, enc: PositionEncoding) -> Position {
-    match mask_non_lsp_breaks(rope) {
-        Some(masked) => lsp_char_to_position(&masked, char_idx, enc),
-        None => lsp_char_to_position(rope, char_idx, enc),
-    }
+    lsp_char_to_position(rope, char_idx, enc)
 }
 
-/// [`position_to_char`] for a rope whose ropey line breaks are exactly LSP's.
+/// [`position_to_char`]'s body, shared with [`Snapshot`](super::Snapshot).
 pub(super) fn lsp_position_to_char(
     lines: &Rope,
     pos: Position,
@@ -73,7 +62,7 @@ pub(super) fn lsp_position_to_char(
     Ok(lines.line_to_char(line) + column)
 }
 
-/// [`char_to_position`] for a rope whose ropey line breaks are exactly LSP's.
+/// [`char_to_position`]'s body, shared with [`Snapshot`](super::Snapshot).
 pub(super) fn lsp_char_to_position(
     lines: &Rope,
     char_idx: usize,
@@ -110,43 +99,4 @@ fn line_content(line: RopeSlice<'_>) -> RopeSlice<'_> {
         _ => 0,
     };
     line.slice(..len - break_len)
-}
-
-/// Line breaks ropey's `unicode_lines` counts that LSP does not, each with a
-/// stand-in that is not a line break and has the same width in UTF-8, UTF-16
-/// and chars, so a masked rope converts columns exactly like the original.
-fn lsp_stand_in(c: char) -> Option<char> {
-    match c {
-        '\u{000B}' | '\u{000C}' => Some(' '),
-        '\u{0085}' => Some('\u{00A0}'),
-        '\u{2028}' | '\u{2029}' => Some('\u{2027}'),
-        _ => None,
-    }
-}
-
-pub(super) fn has_non_lsp_break(text: &str) -> bool {
-    text.chars().any(|c| lsp_stand_in(c).is_some())
-}
-
-/// `text` with its non-LSP line breaks replaced by their stand-ins; borrowed
-/// when there are none, which is nearly always.
-pub(super) fn masked(text: &str) -> Cow<'_, str> {
-    if has_non_lsp_break(text) {
-        Cow::Owned(text.chars().map(|c| lsp_stand_in(c).unwrap_or(c)).collect())
-    } else {
-        Cow::Borrowed(text)
-    }
-}
-
-/// A copy of `rope` whose ropey lines are LSP's, or `None` when `rope`'s
-/// already are.
-fn mask_non_lsp_breaks(rope: &Rope) -> Option<Rope> {
-    if !rope.chunks().any(has_non_lsp_break) {
-        return None;
-    }
-    let mut builder = ropey::RopeBuilder::new();
-    for chunk in rope.chunks() {
-        builder.append(&masked(chunk));
-    }
-    Some(builder.finish())
 }

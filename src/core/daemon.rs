@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::driver::{run_session, AdmissionHook, MaxInputChars, SessionEnv};
 use super::history::{list_session_logs, recover_interrupted, SessionSummary};
+use super::instructions::InstructionSources;
 use super::log::{
     now_rfc3339, read_log, Durability, EventSink, LogHeader, LoggedEvent, NullSink, SessionLog,
     LOG_VERSION,
@@ -26,6 +27,7 @@ use super::session::{RunState, Session, TurnReceipt};
 use super::spend::SpendBook;
 use super::tasks::{config_roots, TaskOrigin, TaskState};
 use crate::buffers::BufferCache;
+use crate::config::instructions::user_instructions_dir;
 use crate::config::tasks::TaskCatalog;
 use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::tools::{Tool, ToolRegistry};
@@ -82,6 +84,8 @@ pub struct Daemon {
     bridge_for: Mutex<Option<BridgeFactory>>,
     /// Today's spending per workspace, read from the logs once a day.
     spend: Arc<SpendBook>,
+    /// Where the user's own instruction files are.
+    user_instructions: Option<PathBuf>,
 }
 
 /// Makes the bridge of one session, by id: a frontend serving several
@@ -93,6 +97,8 @@ impl Daemon {
         // Probed, and logged, once at startup rather than at the first command.
         crate::tools::exec::sandbox::probe::support();
         let spend = Arc::new(SpendBook::new(options.home.join("sessions")));
+        let user_instructions =
+            user_instructions_dir(&options.home, |name| std::env::var(name).ok());
         Arc::new(Daemon {
             home: options.home,
             durability: options.durability,
@@ -110,6 +116,7 @@ impl Daemon {
             tasks_state: TaskState::default(),
             bridge_for: Mutex::new(None),
             spend,
+            user_instructions,
         })
     }
 
@@ -243,7 +250,13 @@ impl Daemon {
             Arc::new(log),
             self.shutdown.child_token(),
         ));
-        let projection = Projection::new(system_prompt(&roots));
+        let mut projection = Projection::new(system_prompt(&roots));
+        // The instructions in force from the start: the newSession answer
+        // names them, and the first turn logs again only what changed.
+        let sources = self.instruction_sources(&session.config);
+        if let Some(event) = session.refresh_instructions(&sources, &roots, None, None) {
+            projection.apply(&session.log.append(event).event);
+        }
         self.start(session.clone(), workspace, projection);
         Ok(session)
     }
@@ -365,6 +378,14 @@ impl Daemon {
             .build()?)
     }
 
+    /// Where a session with `config` looks for instruction files.
+    fn instruction_sources(&self, config: &Config) -> InstructionSources {
+        InstructionSources {
+            user_dir: self.user_instructions.clone(),
+            names: config.instructions.files.clone(),
+        }
+    }
+
     /// Builds a session's environment and spawns its task.
     fn start(&self, session: Arc<Session>, workspace: Arc<Workspace>, projection: Projection) {
         let provider = crate::provider::from_config(&session.config.model);
@@ -401,6 +422,7 @@ impl Daemon {
                 None => self.bridge.clone(),
             },
             spend: self.spend.clone(),
+            instructions: self.instruction_sources(&session.config),
         };
         let task = tokio::spawn(run_session(session.clone(), env, projection));
         self.tasks
@@ -485,7 +507,8 @@ impl Daemon {
             .into_iter()
             .map(|block| match block {
                 UserContent::Resource { uri, text: None } => {
-                    let text = file_uri_to_path(&uri).and_then(|p| buffers.read_text(&p).ok());
+                    let text = crate::workspace::file_uri_to_path(&uri)
+                        .and_then(|p| buffers.read_text(&p).ok());
                     UserContent::Resource { uri, text }
                 }
                 other => other,
@@ -526,32 +549,6 @@ fn valid_session_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// `file:///a/b` to `/a/b` (percent-decoded); `None` for other schemes.
-pub fn file_uri_to_path(uri: &str) -> Option<PathBuf> {
-    let rest = uri.strip_prefix("file://")?;
-    let mut bytes = Vec::with_capacity(rest.len());
-    let raw = rest.as_bytes();
-    let mut i = 0;
-    while i < raw.len() {
-        if raw[i] == b'%' && i + 2 < raw.len() {
-            let hex = std::str::from_utf8(&raw[i + 1..i + 3]).unwrap_or("");
-            if let Ok(byte) = u8::from_str_radix(hex, 16) {
-                bytes.push(byte);
-                i += 3;
-                continue;
-            }
-        }
-        bytes.push(raw[i]);
-        i += 1;
-    }
-    let path = String::from_utf8(bytes).ok()?;
-    // `file://host/path` is not a local file.
-    if !path.starts_with('/') {
-        return None;
-    }
-    Some(PathBuf::from(path))
-}
-
 fn system_prompt(roots: &[PathBuf]) -> String {
     let roots = if roots.is_empty() {
         "(no workspace folder is open)".to_string()
@@ -568,22 +565,4 @@ fn system_prompt(roots: &[PathBuf]) -> String {
          Files you read show what the user sees in the editor, unsaved edits included.\n\
          Use the tools to look at the code before answering; be concise and precise."
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn file_uris_become_paths_with_percent_decoding() {
-        assert_eq!(
-            file_uri_to_path("file:///tmp/a%20b.rs"),
-            Some(PathBuf::from("/tmp/a b.rs"))
-        );
-        assert_eq!(
-            file_uri_to_path("file:///tmp/x"),
-            Some(PathBuf::from("/tmp/x"))
-        );
-        assert_eq!(file_uri_to_path("untitled:Untitled-1"), None);
-    }
 }

@@ -4,6 +4,9 @@
 //! session is loaded. Compaction appends its rendering to the summary
 //! verbatim, so after a compaction the model still knows which files it
 //! changed and which it must read again.
+//!
+//! Invariant: a pure fold of the log; sizes on disk and the editor's unsaved
+//! state are looked up by the caller when the ledger is rendered.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

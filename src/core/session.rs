@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
+use super::instructions::{InstructionSources, SessionInstructions};
 use super::log::SessionLog;
 use crate::buffers::BufferCache;
 use crate::config::Config;
@@ -54,6 +55,9 @@ pub struct PendingInput {
     /// editor window that sent it (a serve's connection). `None`: the
     /// session's own cache.
     pub buffers: Option<Arc<BufferCache>>,
+    /// The file the turn this input opens is about (a task's file), for
+    /// its instruction files; else its attached file, if any.
+    pub about: Option<std::path::PathBuf>,
 }
 
 /// What the session task should do next.
@@ -109,6 +113,8 @@ pub struct Session {
     restored_usage: Mutex<Usage>,
     /// The running turn's title, when the prompt that opened it had one.
     turn_title: Mutex<Option<(TurnId, String)>>,
+    /// The instruction files in force and their reader.
+    instructions: Mutex<SessionInstructions>,
 }
 
 /// The session's approval state: its mode and what the user said to
@@ -142,6 +148,7 @@ impl Session {
             }),
             restored_usage: Mutex::new(Usage::default()),
             turn_title: Mutex::new(None),
+            instructions: Mutex::new(SessionInstructions::default()),
             config,
         }
     }
@@ -170,12 +177,14 @@ impl Session {
     /// Queues a task's prompt: like [`Session::enqueue_prompt`], and also
     /// returns where the id of its turn arrives the moment the turn
     /// starts; `title` is the turn's title until it ends. The turn reads
-    /// `buffers` (the asking window's documents).
+    /// `buffers` (the asking window's documents); `about` is the task's
+    /// file, whose directories' instruction files the turn gets.
     pub fn enqueue_titled_prompt(
         &self,
         content: Vec<UserContent>,
         title: String,
         buffers: Option<Arc<BufferCache>>,
+        about: Option<std::path::PathBuf>,
     ) -> (
         String,
         oneshot::Receiver<TurnReceipt>,
@@ -188,7 +197,7 @@ impl Session {
             content,
             Some(tx),
             true,
-            Some((started_tx, title)),
+            Some((started_tx, title, about)),
             buffers,
         );
         (message_id, rx, started_rx)
@@ -227,12 +236,12 @@ impl Session {
         content: Vec<UserContent>,
         receipt: Option<oneshot::Sender<TurnReceipt>>,
         wake: bool,
-        titled: Option<(oneshot::Sender<TurnId>, String)>,
+        titled: Option<(oneshot::Sender<TurnId>, String, Option<std::path::PathBuf>)>,
         buffers: Option<Arc<BufferCache>>,
     ) -> String {
-        let (started, title) = match titled {
-            Some((started, title)) => (Some(started), Some(title)),
-            None => (None, None),
+        let (started, title, about) = match titled {
+            Some((started, title, about)) => (Some(started), Some(title), about),
+            None => (None, None, None),
         };
         let message_id = format!("m{}", self.next_message.fetch_add(1, Ordering::Relaxed));
         // The log line and the queue entry are made under the inbox lock so
@@ -252,6 +261,7 @@ impl Session {
                 started,
                 title,
                 buffers,
+                about,
             };
             match queue {
                 InputQueue::NextTurn => inbox.next_turn.push_back(input),
@@ -334,6 +344,31 @@ impl Session {
             .any(|i| i.wake)
     }
 
+    /// The instruction files the model is given now (those of the
+    /// session's last `instructions` event).
+    pub fn instructions(&self) -> Vec<crate::vocab::instructions::InstructionFile> {
+        self.instructions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .in_force()
+            .to_vec()
+    }
+
+    /// Looks for the instruction files again; the `instructions` event to
+    /// record when they changed since the last one.
+    pub(crate) fn refresh_instructions(
+        &self,
+        sources: &InstructionSources,
+        roots: &[std::path::PathBuf],
+        about: Option<&std::path::Path>,
+        turn_id: Option<TurnId>,
+    ) -> Option<Event> {
+        self.instructions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .refresh(sources, roots, about, turn_id)
+    }
+
     /// Restores what a loaded session's log says: the turn and message
     /// counters, the approval mode and remembered answers, the usage.
     pub fn restore(&self, events: &[super::log::LoggedEvent]) {
@@ -341,7 +376,9 @@ impl Session {
         let mut max_message = 0u64;
         let mut usage = Usage::default();
         let mut approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
+        let mut instructions = self.instructions.lock().unwrap_or_else(|e| e.into_inner());
         for logged in events {
+            instructions.restore(&logged.event);
             match &logged.event {
                 Event::TurnStart { .. } => turns += 1,
                 Event::InputQueued { message_id, .. } => {

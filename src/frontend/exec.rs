@@ -76,6 +76,13 @@ impl EventSink for TerminalSink {
                 eprintln!("  (needs {waiting_for}; no editor to ask)")
             }
             Event::Compacted { removed, .. } => eprintln!("[compacted {removed} old messages]"),
+            Event::Instructions { files, cut, .. } if !files.is_empty() => {
+                let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+                eprintln!("[instructions: {}]", paths.join(", "));
+                if let Some(cut) = cut {
+                    eprintln!("{cut}");
+                }
+            }
             _ => {}
         }
     }
@@ -131,7 +138,7 @@ fn attachment(file: &Path, range: Option<(usize, usize)>) -> Result<UserContent,
     };
     let path = file.canonicalize().unwrap_or_else(|_| file.to_path_buf());
     Ok(UserContent::Resource {
-        uri: format!("{}{label}", crate::tools::edits::file_uri(&path)),
+        uri: format!("{}{label}", crate::workspace::file_uri(&path)),
         text: Some(text),
     })
 }

@@ -10,7 +10,7 @@
 //! its own (up to 8 per core), and a loaded session's pieces end up spread
 //! over several of them, mixed with what each thread freed; a trim can
 //! only return whole free pages, so what the daemon held after a load and
-//! a prompt varied by 2-5 MB from run to run. With one arena the live
+//! a prompt varied by megabytes from run to run. With one arena the live
 //! pieces pack into fewer pages and the figure is steady (BENCHMARKS.md
 //! §2). Small allocations still come from each thread's own cache without
 //! a lock.
@@ -57,7 +57,7 @@ pub(crate) fn take_trim_request() -> bool {
 
 /// Returns the allocator's free memory to the OS if it holds at least a
 /// MB of it (glibc only; elsewhere nothing to do), and says whether it
-/// trimmed. Takes a few milliseconds on a heap of tens of MB.
+/// trimmed. What a trim costs: BENCHMARKS.md §2.
 pub(crate) fn return_freed_memory() -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {

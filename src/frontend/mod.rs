@@ -5,6 +5,7 @@
 pub mod acp;
 mod client_pipe;
 mod coalesce;
+pub mod doctor;
 pub mod exec;
 pub(crate) mod jsonrpc_body;
 pub mod lsp;

@@ -1,14 +1,18 @@
 //! Conversions between the core's types and the wire's, shared by every
 //! frontend: session events become `session/update`-shaped updates, wire
 //! prompts become user content, receipts become prompt results.
+//!
+//! Invariant: an update is a function of one logged event and nothing else,
+//! which is why a replayed session sends exactly what its live turns sent.
 
 use crate::core::daemon::DaemonError;
 use crate::core::log::LoggedEvent;
 use crate::core::session::TurnReceipt;
 use crate::protocol::{
-    error_code, ContentBlock, EmbeddedResource, PlanEntry, PromptResult, SessionUpdate,
-    ToolCallContent, UpdateParams, WireUsage,
+    error_code, ContentBlock, EmbeddedResource, PlanEntry, PromptResult, RequestUserInputParams,
+    SessionUpdate, ToolCallContent, UpdateParams, WireQuestion, WireQuestionOption, WireUsage,
 };
+use crate::vocab::bridge::{Question, UserInputRequest};
 use crate::vocab::event::{Event, InputQueue, ToolStatus, Usage, UserContent};
 use crate::vocab::plan::PlanStatus;
 
@@ -253,7 +257,8 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         | Event::ModelRequest { .. }
         | Event::StepEnd { .. }
         | Event::RetryBudgetSpent { .. }
-        | Event::BudgetExceeded { .. } => return None,
+        | Event::BudgetExceeded { .. }
+        | Event::Instructions { .. } => return None,
     };
     Some(update)
 }
@@ -300,4 +305,48 @@ pub fn prompt_result(receipt: TurnReceipt) -> PromptResult {
         message: receipt.message,
         usage: priced(&receipt.usage, receipt.cost_usd),
     }
+}
+
+/// The instruction files a session's model is given, on the wire.
+pub fn instruction_files(
+    files: &[crate::vocab::instructions::InstructionFile],
+) -> Vec<crate::protocol::InstructionFileInfo> {
+    files
+        .iter()
+        .map(|f| crate::protocol::InstructionFileInfo {
+            path: f.path.clone(),
+            bytes: f.bytes,
+            sha256: f.sha256.clone(),
+            included_bytes: f.included_bytes,
+        })
+        .collect()
+}
+
+/// The `tandem/requestUserInput` params for a question to the user.
+pub fn user_input_params(request: &UserInputRequest) -> RequestUserInputParams {
+    RequestUserInputParams {
+        session_id: request.session_id.clone(),
+        tool_call_id: request.tool_call_id.clone(),
+        questions: wire_questions(&request.questions),
+    }
+}
+
+/// The questions as the wire spells them (the model's own shape).
+pub fn wire_questions(questions: &[Question]) -> Vec<WireQuestion> {
+    questions
+        .iter()
+        .map(|q| WireQuestion {
+            id: q.id.clone(),
+            question: q.question.clone(),
+            options: q.options.as_ref().map(|options| {
+                options
+                    .iter()
+                    .map(|o| WireQuestionOption {
+                        label: o.label.clone(),
+                        description: o.description.clone(),
+                    })
+                    .collect()
+            }),
+        })
+        .collect()
 }

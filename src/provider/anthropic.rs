@@ -10,14 +10,13 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use eventsource_stream::Event as SseEvent;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::body::BodyParts;
 use super::cached;
-use super::http::{self, SseDecoder};
+use super::http::{self, SseDecoder, SseEvent};
 use super::{
     Completion, ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError, ProviderStream,
     StreamEvent, ToolSpec,
@@ -58,7 +57,7 @@ impl AnthropicProvider {
         }
     }
 
-    fn headers(&self) -> HeaderMap {
+    pub(super) fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::new();
         headers.insert(
             "anthropic-version",

@@ -7,9 +7,8 @@
 //! refused connection, an HTTP 429 or a dropped body in the same words.
 
 use std::collections::VecDeque;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
-use eventsource_stream::{Event as SseEvent, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::StatusCode;
@@ -76,6 +75,29 @@ pub(crate) async fn post_json(
         .headers(headers)
         .header(CONTENT_TYPE, "application/json")
         .body(body)
+        .send()
+        .await
+        .map_err(|e| send_error(&e, base_url))?;
+    if response.status().is_success() {
+        Ok(response)
+    } else {
+        Err(status_error(response).await)
+    }
+}
+
+/// GETs `url` (`tandem doctor`'s model list), with the same classified
+/// errors as [`post_json`]; `timeout` bounds the whole exchange.
+pub(crate) async fn get(
+    client: &reqwest::Client,
+    base_url: &str,
+    url: &str,
+    headers: HeaderMap,
+    timeout: Duration,
+) -> Result<reqwest::Response, ProviderError> {
+    let response = client
+        .get(url)
+        .headers(headers)
+        .timeout(timeout)
         .send()
         .await
         .map_err(|e| send_error(&e, base_url))?;
@@ -257,45 +279,8 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
     if let Ok(secs) = value.parse::<f64>() {
         return Duration::try_from_secs_f64(secs).ok();
     }
-    let at = parse_http_date(value)?;
+    let at = httpdate::parse_http_date(value).ok()?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
-}
-
-/// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only
-/// HTTP-date form servers send today.
-fn parse_http_date(value: &str) -> Option<SystemTime> {
-    let parts: Vec<&str> = value.split_whitespace().collect();
-    let [_weekday, day, month, year, clock, "GMT"] = parts.as_slice() else {
-        return None;
-    };
-    let day: u32 = day.parse().ok()?;
-    let month = 1 + [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ]
-    .iter()
-    .position(|m| m == month)? as u32;
-    let year: i64 = year.parse().ok()?;
-    let mut clock = clock.split(':').map(|p| p.parse::<u64>().ok());
-    let (hour, minute, second) = (clock.next()??, clock.next()??, clock.next()??);
-    if !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    let secs = u64::try_from(days).ok()? * 86_400 + hour * 3600 + minute * 60 + second;
-    Some(UNIX_EPOCH + Duration::from_secs(secs))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
-/// algorithm).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month = i64::from(month);
-    let day_of_year =
-        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 /// Decodes one provider's SSE events into [`StreamEvent`]s.
@@ -317,7 +302,7 @@ pub(crate) trait SseDecoder: Send + 'static {
 /// each decoded delta as soon as its SSE event arrives and ends with exactly
 /// one `Completed` or one error. Dropping the stream closes the connection.
 pub(crate) fn sse_stream(response: reqwest::Response, decoder: impl SseDecoder) -> ProviderStream {
-    let events = response.bytes_stream().eventsource();
+    let events = sse_stream::SseByteStream::new(response.bytes_stream());
     let state = DecodeState {
         events: Box::pin(events),
         decoder,
@@ -338,9 +323,16 @@ pub(crate) fn sse_stream(response: reqwest::Response, decoder: impl SseDecoder) 
     .boxed()
 }
 
-type SseEvents = std::pin::Pin<
-    Box<dyn Stream<Item = Result<SseEvent, EventStreamError<reqwest::Error>>> + Send>,
->;
+/// One dispatched SSE event: its type (empty when the server sent none)
+/// and its data lines joined with `\n`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct SseEvent {
+    pub event: String,
+    pub data: String,
+}
+
+type SseEvents =
+    std::pin::Pin<Box<dyn Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Send>>;
 
 struct DecodeState<D> {
     events: SseEvents,
@@ -354,7 +346,14 @@ impl<D: SseDecoder> DecodeState<D> {
     /// Reads the next SSE event and queues what it produced.
     async fn advance(&mut self) {
         let outcome = match self.events.next().await {
-            Some(Ok(event)) => {
+            // A block without data (a lone `event:`, `id:` or `retry:`)
+            // dispatches nothing (the SSE rules).
+            Some(Ok(sse_stream::Sse { data: None, .. })) => return,
+            Some(Ok(sse)) => {
+                let event = SseEvent {
+                    event: sse.event.unwrap_or_default(),
+                    data: sse.data.unwrap_or_default(),
+                };
                 let mut deltas = Vec::new();
                 let outcome = self.decoder.on_event(&event, &mut deltas);
                 self.pending.extend(deltas.into_iter().map(Ok));
@@ -364,11 +363,11 @@ impl<D: SseDecoder> DecodeState<D> {
                     Err(e) => Err(e),
                 }
             }
-            Some(Err(EventStreamError::Transport(e))) => Err(ProviderError::new(
+            Some(Err(sse_stream::Error::Body(e))) => Err(ProviderError::new(
                 ErrorKind::StreamDropped,
                 format!(
                     "the model server's stream broke off before the answer finished ({})",
-                    error_chain(&e)
+                    error_chain(e.as_ref())
                 ),
             )),
             Some(Err(e)) => Err(ProviderError::new(
@@ -408,6 +407,7 @@ pub(crate) fn malformed_event(data: &str, error: &serde_json::Error) -> Provider
 mod tests {
     use super::*;
     use reqwest::header::HeaderValue;
+    use std::time::UNIX_EPOCH;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();

@@ -14,6 +14,7 @@ pub mod anthropic;
 mod body;
 mod cached;
 mod http;
+pub mod models;
 pub mod openai;
 
 use std::sync::Arc;

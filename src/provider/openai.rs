@@ -9,14 +9,13 @@
 
 use std::collections::BTreeMap;
 
-use eventsource_stream::Event as SseEvent;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::body::BodyParts;
 use super::cached;
-use super::http::{self, SseDecoder};
+use super::http::{self, SseDecoder, SseEvent};
 use super::{
     Completion, ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError, ProviderStream,
     StreamEvent, ToolSpec,
@@ -54,7 +53,7 @@ impl OpenAiProvider {
             .or((self.default_max_tokens > 0).then_some(self.default_max_tokens))
     }
 
-    fn headers(&self) -> HeaderMap {
+    pub(super) fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::new();
         if let Some(key) = http::api_key(&self.api_key_env) {
             match HeaderValue::from_str(&format!("Bearer {key}")) {

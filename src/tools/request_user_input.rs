@@ -1,33 +1,17 @@
 //! `request_user_input {questions: [{id, question, options?}]}`: asks the
 //! user through the editor and returns the answers. Offered only when the
 //! client said it can answer (`experimental.tandem.requestUserInput`).
+//!
+//! Invariant: a question still open when the turn is cancelled ends the call
+//! as aborted.
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
-use crate::vocab::bridge::{BridgeOutcome, UserInputRequest};
+use crate::vocab::bridge::{BridgeOutcome, Question, UserInputRequest};
 
 pub struct RequestUserInput;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct Question {
-    id: String,
-    question: String,
-    #[serde(default)]
-    options: Option<Vec<QuestionOption>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct QuestionOption {
-    label: String,
-    #[serde(default)]
-    description: Option<String>,
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -105,7 +89,7 @@ impl Tool for RequestUserInput {
         let request = UserInputRequest {
             session_id: ctx.session_id.clone(),
             tool_call_id: ctx.call_id.clone(),
-            questions: args["questions"].clone(),
+            questions: parsed.questions,
         };
         match ctx.bridge.request_user_input(request, &ctx.cancel).await {
             BridgeOutcome::Answered(answers) if answers["outcome"] == "declined" => {

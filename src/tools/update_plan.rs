@@ -1,5 +1,8 @@
 //! `update_plan {explanation?, plan: [{step, status}]}`: the agent's plan,
 //! pushed to the editor as a `plan` update.
+//!
+//! Invariant: a plan is validated whole (non-empty, at most one step
+//! `in_progress`) before it is emitted; a bad plan emits nothing.
 
 use serde::Deserialize;
 use serde_json::{json, Value};

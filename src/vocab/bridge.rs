@@ -164,15 +164,35 @@ pub enum BridgeOutcome<T> {
 pub struct UserInputRequest {
     pub session_id: String,
     pub tool_call_id: String,
-    /// The questions as the model wrote them: `[{id, question, options?}]`.
-    pub questions: Value,
+    /// At least one.
+    pub questions: Vec<Question>,
+}
+
+/// One question for the user, as the model wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Question {
+    pub id: String,
+    pub question: String,
+    /// Answers to pick from; `None` for a free-form answer.
+    #[serde(default)]
+    pub options: Option<Vec<QuestionOption>>,
+}
+
+/// One answer offered for a [`Question`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuestionOption {
+    pub label: String,
+    #[serde(default)]
+    pub description: Option<String>,
 }
 
 /// An edit for the editor to apply to its buffers (`workspace/applyEdit`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApplyEditRequest {
-    /// The LSP `WorkspaceEdit`, already in the client's position encoding.
-    pub edit: Value,
+    /// The changes, positions already in the client's encoding.
+    pub edit: super::edit::EditProposal,
     pub label: String,
 }
 

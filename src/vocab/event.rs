@@ -413,6 +413,25 @@ pub enum Event {
         limit: f64,
         estimate: f64,
     },
+    // Issue 25 (project instructions) adds from here.
+    /// The instruction files the model is given from now on, and the text
+    /// made of them that it reads at the end of the system prompt. Logged
+    /// when a session starts and whenever the set of files or their
+    /// content changes (checked at each turn's start); `files` empty and
+    /// `text` empty: none any more. `cut` is the notice the model read when
+    /// the 32 KiB cap cut the text.
+    Instructions {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn_id: Option<TurnId>,
+        files: Vec<crate::vocab::instructions::InstructionFile>,
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cut: Option<String>,
+        /// The file whose directories were looked in (a turn's task or
+        /// attached file, else the last one a turn had), absolute.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        about: Option<String>,
+    },
 }
 
 /// One file of a tool's change: absolute path, the text before (none for a
@@ -440,6 +459,7 @@ impl Event {
             Event::InputQueued { .. }
             | Event::InputDiscarded { .. }
             | Event::ModeChanged { .. } => None,
+            Event::Instructions { turn_id, .. } => turn_id.as_deref(),
             Event::TurnStart { turn_id }
             | Event::UserMessage { turn_id, .. }
             | Event::InputClaimed { turn_id, .. }

@@ -8,6 +8,8 @@
 
 pub mod approval;
 pub mod bridge;
+pub mod edit;
 pub mod event;
+pub mod instructions;
 pub mod plan;
 pub mod pricing;

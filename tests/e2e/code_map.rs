@@ -1,22 +1,35 @@
-//! ARCHITECTURE.md's code map is the tree: every source file under `src/`
-//! is named in the map, under the heading or bullet of its directory, and
-//! every file the map names exists. A new module without its line in the
-//! map (or a map line left behind by a removed one) fails here, naming it.
+//! ARCHITECTURE.md's code map is the tree, directory by directory: every
+//! directory under `src/` and every top module (`src/x.rs`, a layer of its
+//! own) is named in the map, as a heading or as a bullet under its parent's
+//! heading, and every path the map names exists. Files inside a directory
+//! need not be listed (their module doc comments describe them); a new
+//! directory without its paragraph in the map, or a map entry left behind
+//! by a removed one, fails here, naming it; so does a map over 400 lines.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 #[test]
-fn every_source_file_is_in_the_code_map_and_every_entry_exists() {
+fn every_source_directory_is_in_the_code_map_and_every_entry_exists() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let map = std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("read ARCHITECTURE.md");
+    let lines = map.lines().count();
+    assert!(
+        lines <= 400,
+        "ARCHITECTURE.md has {lines} lines; it stays at most 400 (issue 24): a paragraph per \
+         directory, details in the files' module doc comments, figures in BENCHMARKS.md"
+    );
     let documented = documented_paths(&map);
+    assert!(
+        documented.contains("src/core/"),
+        "the map reader found no `### \\`src/core/\\`` under `## Code map`: {documented:?}"
+    );
 
-    let mut files = Vec::new();
-    source_files(&root.join("src"), root, &mut files);
-    let missing: Vec<&String> = files
+    let mut required = Vec::new();
+    source_entries(&root.join("src"), root, &mut required);
+    let missing: Vec<&String> = required
         .iter()
-        .filter(|file| !is_documented(file, &documented))
+        .filter(|path| !documented.contains(*path))
         .collect();
     let stale: Vec<&String> = documented
         .iter()
@@ -24,8 +37,9 @@ fn every_source_file_is_in_the_code_map_and_every_entry_exists() {
         .collect();
     assert!(
         missing.is_empty() && stale.is_empty(),
-        "ARCHITECTURE.md's code map and src/ disagree.\n\
-         Not in the map (add a line under its directory): {missing:?}\n\
+        "ARCHITECTURE.md's code map and the tree disagree.\n\
+         Not in the map (add a `### \\`dir/\\`` paragraph, or a `- \\`dir/\\`` bullet under \
+         its parent's heading): {missing:?}\n\
          In the map but not in the tree: {stale:?}"
     );
 }
@@ -33,47 +47,68 @@ fn every_source_file_is_in_the_code_map_and_every_entry_exists() {
 #[test]
 fn the_map_reader_follows_headings_and_nested_bullets() {
     let map = "## Code map\n\
-               ### `src/a.rs`\ntext\n\
+               ### `src/a.rs`\ntext with `src/elsewhere/` in it\n\
                ### `src/core/`\n\
-               - `x.rs`, `y.rs` — two files\n\
-               - `d/` — a directory\n  - `mod.rs` — its root\n  - `e.rs` — a part\n\
-               #### `src/core/lsp/`\n- `f.rs` — one\n\
-               ## Choices\n- `g.rs` — not the map\n";
+               **Architecture invariant:** `not/a/path/` in prose is not an entry.\n\
+               - `driver/`, `tasks/` — two directories\n\
+               - `d/` — a directory\n  - `e/` — a directory in it\n  - `f.rs` — a file in it\n\
+               - `Daemon` — a type, not a path\n\
+               #### `src/core/lsp/`\n- `g.rs` — one\n\
+               ### `tests/`\n- `e2e/` — the suite\n\
+               ### Not a path\n- `h/` — no directory above it\n\
+               ## Decisions\n- `i/` — not the map\n";
     let paths = documented_paths(map);
     let expected: BTreeSet<String> = [
         "src/a.rs",
         "src/core/",
-        "src/core/x.rs",
-        "src/core/y.rs",
+        "src/core/driver/",
+        "src/core/tasks/",
         "src/core/d/",
-        "src/core/d/mod.rs",
-        "src/core/d/e.rs",
+        "src/core/d/e/",
+        "src/core/d/f.rs",
         "src/core/lsp/",
-        "src/core/lsp/f.rs",
+        "src/core/lsp/g.rs",
+        "tests/",
+        "tests/e2e/",
     ]
     .into_iter()
     .map(String::from)
     .collect();
     assert_eq!(paths, expected);
-    assert!(is_documented("src/core/lsp/mod.rs", &paths));
-    assert!(!is_documented("src/core/z.rs", &paths));
 }
 
-/// A file is documented when the map names it, or, for a directory's
-/// `mod.rs`, when it names the directory.
-fn is_documented(file: &str, documented: &BTreeSet<String>) -> bool {
-    if documented.contains(file) {
-        return true;
-    }
-    match file.strip_suffix("mod.rs") {
-        Some(dir) => documented.contains(dir),
-        None => false,
-    }
+#[test]
+fn the_tree_walk_asks_for_directories_and_top_modules_only() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut required = Vec::new();
+    source_entries(&root.join("src"), root, &mut required);
+    assert!(required.contains(&"src/core/".to_string()), "{required:?}");
+    assert!(
+        required.contains(&"src/protocol.rs".to_string()),
+        "{required:?}"
+    );
+    assert!(
+        !required.contains(&"src/lib.rs".to_string()),
+        "{required:?}"
+    );
+    assert!(
+        !required.contains(&"src/main.rs".to_string()),
+        "{required:?}"
+    );
+    assert!(
+        !required
+            .iter()
+            .any(|p| p.starts_with("src/core/") && p.ends_with(".rs")),
+        "files inside a directory need not be listed: {required:?}"
+    );
 }
 
-/// The paths the "Code map" section names: headings (`### \`src/x/\``)
-/// set the directory, `- \`name\`` bullets name entries in it, and bullets
-/// indented under a directory bullet (`- \`d/\``) name entries of `d/`.
+/// The paths the "Code map" section names: a heading whose first
+/// backticked word is a path (`### \`src/x/\``) names it and sets the
+/// directory; `- \`name/\`` bullets under it name entries of that
+/// directory, and bullets indented under a directory bullet name entries
+/// of that one. Only backticked words before the ` — ` that starts a
+/// bullet's description count, and only those that look like paths.
 fn documented_paths(map: &str) -> BTreeSet<String> {
     let mut paths = BTreeSet::new();
     let mut in_map = false;
@@ -89,15 +124,12 @@ fn documented_paths(map: &str) -> BTreeSet<String> {
         }
         if line.starts_with("###") {
             let heading = backticked(line).into_iter().next().unwrap_or_default();
-            if heading.starts_with("src/") {
+            dir = String::new();
+            if is_path(&heading) && heading.contains('/') {
                 paths.insert(heading.clone());
-                dir = if heading.ends_with('/') {
-                    heading
-                } else {
-                    String::new()
-                };
-            } else {
-                dir = String::new();
+                if heading.ends_with('/') {
+                    dir = heading;
+                }
             }
             nested_dir = None;
             continue;
@@ -112,8 +144,6 @@ fn documented_paths(map: &str) -> BTreeSet<String> {
         } else {
             continue;
         };
-        // The names are the backticked words before the dash that starts
-        // the description.
         let names_part = bullet.split(" — ").next().unwrap_or("");
         let base = match (&nested_dir, indented) {
             (Some(nested), true) => nested.clone(),
@@ -121,7 +151,7 @@ fn documented_paths(map: &str) -> BTreeSet<String> {
         };
         let mut first_dir = None;
         for name in backticked(names_part) {
-            if name.contains(' ') || name.starts_with("src/") {
+            if !is_path(&name) {
                 continue;
             }
             let path = format!("{base}{name}");
@@ -137,6 +167,13 @@ fn documented_paths(map: &str) -> BTreeSet<String> {
     paths
 }
 
+/// A directory (`x/`) or a file with one of the tree's extensions; a type,
+/// a method or a command in backticks is not a path.
+fn is_path(name: &str) -> bool {
+    const EXTENSIONS: [&str; 7] = [".rs", ".lua", ".ts", ".md", ".json", ".sh", ".toml"];
+    !name.contains(' ') && (name.ends_with('/') || EXTENSIONS.iter().any(|ext| name.ends_with(ext)))
+}
+
 fn backticked(text: &str) -> Vec<String> {
     text.split('`')
         .enumerate()
@@ -145,23 +182,28 @@ fn backticked(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Every `.rs` file under `dir`, as a path relative to the crate root;
-/// `lib.rs` and `main.rs` are the crate roots the entry points describe.
-fn source_files(dir: &Path, root: &Path, out: &mut Vec<String>) {
+/// What the map must name, relative to the crate root: every directory
+/// under `dir` (as `src/x/`), and the top modules `src/x.rs` (the crate
+/// roots `lib.rs` and `main.rs` are the entry points' business).
+fn source_entries(dir: &Path, root: &Path, out: &mut Vec<String>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
         .map(|entry| entry.expect("a directory entry").path())
         .collect();
     entries.sort();
+    let top = dir == root.join("src");
     for path in entries {
+        let relative = path.strip_prefix(root).expect("under the root");
+        let relative = relative.to_string_lossy().replace('\\', "/");
         if path.is_dir() {
-            source_files(&path, root, out);
-        } else if path.extension().is_some_and(|ext| ext == "rs") {
-            let relative = path.strip_prefix(root).expect("under the root");
-            let relative = relative.to_string_lossy().replace('\\', "/");
-            if relative != "src/lib.rs" && relative != "src/main.rs" {
-                out.push(relative);
-            }
+            out.push(format!("{relative}/"));
+            source_entries(&path, root, out);
+        } else if top
+            && path.extension().is_some_and(|ext| ext == "rs")
+            && relative != "src/lib.rs"
+            && relative != "src/main.rs"
+        {
+            out.push(relative);
         }
     }
 }

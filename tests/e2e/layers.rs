@@ -88,6 +88,94 @@ mod tests {
     );
 }
 
+/// `json!` in the core and the tools may build only what the model reads
+/// (a tool's JSON schema, `fn parameters`): a message to an editor is a
+/// core value there, which a frontend converts to its wire (issue 24's
+/// typed edges). Test code is exempt.
+#[test]
+fn no_json_macro_builds_a_wire_message_under_core_or_tools() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    for dir in ["core", "tools"] {
+        rust_files(&src.join(dir), &mut files);
+    }
+    files.sort();
+    assert!(files.len() > 10, "too few files under src/core and src/tools");
+    let mut found = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).expect("a file under src");
+        let text = std::fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+        found.extend(wire_json_sites(relative, &text));
+    }
+    assert!(
+        found.is_empty(),
+        "`json!` builds a message outside a tool's schema under src/core or src/tools; give \
+         the core a type and convert it in the frontend:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_json_scanner_allows_schemas_and_tests_only() {
+    let code = r##"
+fn parameters(&self) -> Value { json!({"type": "object", "x": {"y": 1}}) }
+fn propose() -> Value { json!({"documentChanges": []}) } // json! here is code
+const S: &str = "json!";
+#[cfg(test)]
+mod tests { fn t() { json!(1); } }
+"##;
+    let sites = wire_json_sites(Path::new("tools/x.rs"), code);
+    assert_eq!(sites, ["src/tools/x.rs:3"], "{sites:?}");
+    assert!(wire_json_sites(Path::new("tools/x/tests.rs"), code).is_empty());
+}
+
+/// `src/FILE:LINE` of every `json!` outside a `fn parameters` body and
+/// outside test code.
+fn wire_json_sites(relative: &Path, text: &str) -> Vec<String> {
+    let name = relative.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name == "tests.rs" || name.ends_with("_tests.rs") {
+        return Vec::new();
+    }
+    let code = code_only(text);
+    let code = match code.find("#[cfg(test)]") {
+        Some(at) => &code[..at],
+        None => &code[..],
+    };
+    let mut schemas = Vec::new();
+    let mut from = 0;
+    while let Some(at) = code[from..].find("fn parameters(") {
+        let start = from + at;
+        let Some(open) = code[start..].find('{').map(|i| start + i) else {
+            break;
+        };
+        let mut depth = 0;
+        let mut end = code.len();
+        for (i, ch) in code[open..].char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        schemas.push(open..end);
+        from = end.max(start + 1);
+    }
+    code.match_indices("json!")
+        .filter(|(at, _)| !schemas.iter().any(|span| span.contains(at)))
+        .map(|(at, _)| {
+            let line = code[..at].matches('\n').count() + 1;
+            format!("src/{}:{line}", relative.display())
+        })
+        .collect()
+}
+
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let entries =
         std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read dir {}: {e}", dir.display()));

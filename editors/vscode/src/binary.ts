@@ -62,3 +62,13 @@ export function sandboxWarningOf(capabilities: unknown): string | undefined {
   const reason = typeof sandbox.reason === 'string' ? sandbox.reason : 'exec sandbox unavailable';
   return `tandem: ${reason}`;
 }
+
+/**
+ * The line "tandem: Show log" adds before it shows the log: `tandem doctor`
+ * checks the model server, the sandbox, the config files and more, with a
+ * fix for each problem. `binary` is the resolved daemon, when known.
+ */
+export function doctorHint(binary: string | undefined): string {
+  const program = binary === undefined ? 'tandem' : /\s/.test(binary) ? `"${binary}"` : binary;
+  return `tandem: to check the model server, the exec sandbox, the config files and TANDEM_HOME, run \`${program} doctor\` in a terminal (a fix is printed for each problem)`;
+}

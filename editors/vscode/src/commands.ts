@@ -25,7 +25,7 @@ function proposalOf(uri: unknown): string | undefined {
 export const COMMANDS: Record<string, Factory> = {
   'tandem.openChat': () => () => vscode.commands.executeCommand('tandem.chat.focus'),
   'tandem.restart': ({ ctx }) => () => ctx.restart(),
-  'tandem.showLog': ({ ctx }) => () => ctx.output.show(),
+  'tandem.showLog': ({ ctx }) => () => ctx.showLog(),
   'tandem.cancel': ({ chat }) => () => chat.cancel(),
   'tandem.newSession': ({ chat }) => () => chat.newSession(),
   'tandem.openSession': ({ ctx, chat }) => async () => {

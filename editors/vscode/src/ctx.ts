@@ -9,7 +9,7 @@ import * as path from 'path';
 import * as vscode from 'vscode';
 import { CancellationToken, type LanguageClient } from 'vscode-languageclient/node';
 import { createClient } from './client';
-import { MIN_PROTOCOL_VERSION, protocolVersionOf, resolveBinary, sandboxWarningOf } from './binary';
+import { doctorHint, MIN_PROTOCOL_VERSION, protocolVersionOf, resolveBinary, sandboxWarningOf } from './binary';
 import { daemonEnv, initializationOptions, SECRET_API_KEY, userSet } from './config';
 import * as ext from './lsp_ext';
 import type { Review } from './review';
@@ -27,6 +27,8 @@ export class Ctx implements vscode.Disposable {
   private clientDisposables: vscode.Disposable[] = [];
   private starting: Promise<LanguageClient | undefined> | undefined;
   mode: ext.ApprovalMode | undefined;
+  /** The daemon binary of the last start, for `tandem doctor`'s hint. */
+  private binary: string | undefined;
 
   constructor(
     readonly extCtx: vscode.ExtensionContext,
@@ -120,6 +122,7 @@ export class Ctx implements vscode.Disposable {
       apiKeyEnv: userSet(cfg.inspect<string>('model.apiKeyEnv')),
       provider: userSet(cfg.inspect<string>('model.provider')),
     });
+    this.binary = resolution.path;
     this.output.info(`tandem: starting ${resolution.path} lsp (found via ${resolution.from})`);
     const client = createClient({
       binary: resolution.path,
@@ -173,7 +176,13 @@ export class Ctx implements vscode.Disposable {
   private async offerSetPath(message: string): Promise<void> {
     const pick = await vscode.window.showErrorMessage(message, 'Set path', 'Show log');
     if (pick === 'Set path') await vscode.commands.executeCommand('workbench.action.openSettings', 'tandem.path');
-    if (pick === 'Show log') this.output.show();
+    if (pick === 'Show log') this.showLog();
+  }
+
+  /** "tandem: Show log": the log, with a pointer to `tandem doctor` last. */
+  showLog(): void {
+    this.output.info(doctorHint(this.binary));
+    this.output.show();
   }
 
   private setStatus(state: 'stopped' | 'starting' | 'running' | 'error', detail?: string): void {

@@ -28,7 +28,9 @@ export type StopReason =
 // ---- editor -> daemon ------------------------------------------------------
 
 export interface NewSessionParams { workspaceFolder?: string; title?: string; config?: Record<string, unknown> }
-export interface NewSessionResult { sessionId: string; mode: ApprovalMode }
+/** An instruction file (`AGENTS.md`) the model is given; protocol.md "Project instructions". */
+export interface InstructionFile { path: string; bytes: number; sha256: string; includedBytes?: number }
+export interface NewSessionResult { sessionId: string; mode: ApprovalMode; instructions: InstructionFile[] }
 export const newSession = new RequestType<NewSessionParams, NewSessionResult, void>('tandem/newSession');
 
 export interface PromptParams { sessionId: string; prompt: ContentBlock[] }
@@ -57,7 +59,7 @@ export interface SessionSummary {
 export const listSessions = new RequestType<{ workspaceFolder?: string }, { sessions: SessionSummary[] }, void>(
   'tandem/listSessions',
 );
-export const loadSession = new RequestType<{ sessionId: string }, { sessionId: string; replayed: number; mode: ApprovalMode }, void>(
+export const loadSession = new RequestType<{ sessionId: string }, { sessionId: string; replayed: number; mode: ApprovalMode; instructions: InstructionFile[] }, void>(
   'tandem/loadSession',
 );
 

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { daemonEnv, initializationOptions, type Inspected } from '../src/config';
-import { protocolVersionOf, resolveBinary, sandboxWarningOf } from '../src/binary';
+import { doctorHint, protocolVersionOf, resolveBinary, sandboxWarningOf } from '../src/binary';
 import { isRunTaskArgs, taskChoices } from '../src/task_choices';
 
 function settings(values: Record<string, Inspected<unknown>>) {
@@ -55,6 +55,12 @@ test('a daemon without the exec sandbox is reported once, with its reason; one w
   assert.equal(sandboxWarningOf({ experimental: { tandem: { sandbox: { available: false, reason } } } }), `tandem: ${reason}`);
   assert.equal(sandboxWarningOf({ experimental: { tandem: { sandbox: { available: true, landlockAbi: 7 } } } }), undefined);
   assert.equal(sandboxWarningOf({ experimental: { tandem: {} } }), undefined);
+});
+
+test('"Show log" points to `tandem doctor` with the binary that was started, quoted when it has spaces', () => {
+  assert.match(doctorHint('/usr/local/bin/tandem'), /run `\/usr\/local\/bin\/tandem doctor` in a terminal/);
+  assert.match(doctorHint('/opt/my tools/tandem'), /run `"\/opt\/my tools\/tandem" doctor`/);
+  assert.match(doctorHint(undefined), /run `tandem doctor`/);
 });
 
 test('task choices: built-ins, overrides, disabled and configured tasks', () => {

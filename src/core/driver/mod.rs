@@ -27,6 +27,7 @@ mod approval;
 mod budget;
 mod compaction;
 mod gates;
+mod instructions;
 mod loops;
 mod recovery;
 mod scheduler;
@@ -65,6 +66,8 @@ pub struct SessionEnv {
     pub bridge: Arc<dyn ClientBridge>,
     /// Today's spending of every workspace, for the day caps.
     pub spend: Arc<SpendBook>,
+    /// Where the session's instruction files are looked for each turn.
+    pub instructions: crate::core::instructions::InstructionSources,
 }
 
 /// The session's task: takes work from the inbox and runs a turn for

@@ -83,8 +83,12 @@ impl Turn<'_> {
         self.record(Event::TurnStart {
             turn_id: self.turn_id.clone(),
         });
+        let about = super::instructions::about(&inputs);
         let end = match self.enter_inputs(inputs) {
-            Ok(()) => self.steps().await,
+            Ok(()) => {
+                self.refresh_instructions(about.as_deref());
+                self.steps().await
+            }
             Err(reason) => TurnEnd::new(StopReason::Blocked, reason),
         };
         let mut end = end;

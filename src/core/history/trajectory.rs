@@ -492,6 +492,45 @@ impl<'a> Walk<'a> {
             Event::ModeChanged { mode } => {
                 self.line(0, format!("mode changed to {}", mode.as_str()));
             }
+            Event::Instructions {
+                turn_id,
+                files,
+                text,
+                cut,
+                about,
+            } => {
+                let depth = usize::from(turn_id.is_some());
+                let about = about
+                    .as_deref()
+                    .map(|a| format!(" for {a}"))
+                    .unwrap_or_default();
+                let block = (self.options.full && !text.is_empty()).then(|| text.clone());
+                let more = if block.is_none() && !text.is_empty() {
+                    " (--full for their text)"
+                } else {
+                    ""
+                };
+                self.line_with(
+                    depth,
+                    format!("instructions{about}: {} files{more}", files.len()),
+                    block,
+                );
+                for file in files {
+                    let given = match file.included_bytes {
+                        Some(0) => ", left out by the cap".to_string(),
+                        Some(n) => format!(", {n} given (cut by the cap)"),
+                        None => String::new(),
+                    };
+                    let hash = file.sha256.get(..12).unwrap_or(&file.sha256);
+                    self.line(
+                        depth + 1,
+                        format!("{} ({} bytes{given}, sha256 {hash})", file.path, file.bytes),
+                    );
+                }
+                if let Some(cut) = cut {
+                    self.line(depth + 1, format!("cut: {cut}"));
+                }
+            }
             guard @ (Event::RetryBudgetSpent { .. } | Event::BudgetExceeded { .. }) => {
                 if let Some(line) = crate::core::guards::describe(guard) {
                     self.line(2, line);

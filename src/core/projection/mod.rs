@@ -47,6 +47,9 @@ pub struct Projection {
     checked: repair::Checked,
     /// The files read and edited, folded from the same events.
     ledger: crate::core::ledger::Ledger,
+    /// The system prompt without the instructions (`instructions` events
+    /// append their text to it).
+    system_base: String,
 }
 
 impl Projection {
@@ -55,12 +58,36 @@ impl Projection {
         let chars = system_prompt.len();
         Projection {
             messages: vec![CachedMessage::new(ModelMessage::System {
-                text: system_prompt,
+                text: system_prompt.clone(),
             })],
             chars,
             checked: Default::default(),
             ledger: Default::default(),
+            system_base: system_prompt,
         }
+    }
+
+    /// Puts the instructions' text at the end of the system prompt, the
+    /// head that compaction always keeps (empty: none).
+    fn set_instructions(&mut self, text: &str) {
+        let system = if text.is_empty() {
+            self.system_base.clone()
+        } else {
+            format!("{}\n\n{text}", self.system_base)
+        };
+        let message = ModelMessage::System { text: system };
+        match self.messages.first_mut() {
+            Some(first) if matches!(first.message(), ModelMessage::System { .. }) => {
+                self.chars =
+                    self.chars.saturating_sub(message_chars(first)) + message_chars(&message);
+                *first = CachedMessage::new(message);
+            }
+            _ => {
+                self.chars += message_chars(&message);
+                self.messages.insert(0, CachedMessage::new(message));
+            }
+        }
+        self.checked.touched(0);
     }
 
     /// Folds a whole log.
@@ -72,9 +99,9 @@ impl Projection {
         for event in events {
             projection.apply(event);
         }
-        // Growing by doubling left up to half the list unused (1.3 MB of
-        // room for a 5,000-message session's 0.8 MB): keep an eighth more
-        // than it holds, room for the turns to come.
+        // Growing by doubling left up to half the list unused (BENCHMARKS.md
+        // §2, "Smaller list"): keep an eighth more than it holds, room for
+        // the turns to come.
         let len = projection.messages.len();
         projection.messages.shrink_to(len + len / 8);
         projection
@@ -148,6 +175,10 @@ impl Projection {
                 ..
             } => {
                 self.compact(summary.as_deref(), ledger.as_deref(), *removed, *keep_last);
+                return;
+            }
+            Event::Instructions { text, .. } => {
+                self.set_instructions(text);
                 return;
             }
             Event::ToolResult {
@@ -262,6 +293,51 @@ mod tests {
             })
             .collect();
         assert_eq!(ids, ["c1", "c2", "c3"]);
+    }
+
+    #[test]
+    fn instructions_end_the_system_prompt_are_replaced_whole_and_outlive_compaction() {
+        let instructions = |text: &str| Event::Instructions {
+            turn_id: None,
+            files: Vec::new(),
+            text: text.into(),
+            cut: None,
+            about: None,
+        };
+        let user = |text: &str| Event::UserMessage {
+            turn_id: "t1".into(),
+            message_id: "m1".into(),
+            content: vec![UserContent::Text { text: text.into() }],
+        };
+        let mut p = Projection::from_events(
+            "sys".into(),
+            &[instructions("RULE ONE"), user("first"), user("second")],
+        );
+        let system = |p: &Projection| match p.messages()[0].message() {
+            ModelMessage::System { text } => text.clone(),
+            other => panic!("not a system message: {other:?}"),
+        };
+        assert_eq!(system(&p), "sys\n\nRULE ONE");
+        p.apply(&instructions("RULE TWO"));
+        assert_eq!(system(&p), "sys\n\nRULE TWO", "replaced, not appended");
+        assert_eq!(p.messages().len(), 3);
+        p.apply(&user("third"));
+        p.apply(&Event::Compacted {
+            turn_id: "t2".into(),
+            summary: Some("S".into()),
+            removed: 1,
+            keep_last: 1,
+            error: None,
+            ledger: None,
+            usage: Usage::default(),
+        });
+        assert_eq!(system(&p), "sys\n\nRULE TWO", "compaction keeps the head");
+        let chars: usize = p.messages().iter().map(|m| message_chars(m)).sum();
+        assert_eq!(p.chars, chars);
+        p.apply(&instructions(""));
+        assert_eq!(system(&p), "sys", "none any more");
+        let chars: usize = p.messages().iter().map(|m| message_chars(m)).sum();
+        assert_eq!(p.chars, chars, "the size estimate follows");
     }
 
     #[test]

@@ -11,14 +11,13 @@ use std::ops::Range as Bytes;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::buffers::{BufferCache, PositionEncoding, Snapshot};
-use crate::tools::edits::file_uri;
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::{ApplyEditRequest, BridgeOutcome, ClientBridge};
+use crate::vocab::edit::{EditAnnotation, EditPosition, EditProposal, FileEdit, TextReplace};
 
 /// How long an accepted edit may take to show up in the buffer cache.
 const LANDING_WAIT: Duration = Duration::from_secs(2);
@@ -217,25 +216,29 @@ pub async fn propose(
     };
     let snapshot = Snapshot::from_text(&current, version.unwrap_or(0));
     let encoding = cx.buffers.encoding();
-    let range = lsp_range(&snapshot, at.clone(), encoding);
+    let range = edit_range(&snapshot, at.clone(), encoding);
     let review = cx.mode == ApprovalMode::Review;
     let label = format!("tandem: {}", cx.task_title);
-    let mut text_edit = json!({"range": range, "newText": replacement});
-    let mut edit = json!({
-        "documentChanges": [{
-            "textDocument": {"uri": file_uri(&selection.path), "version": version},
-            "edits": [],
+    let edit = EditProposal {
+        changes: vec![FileEdit::Text {
+            path: selection.path.clone(),
+            version,
+            edits: vec![TextReplace {
+                start: range.start,
+                end: range.end,
+                new_text: replacement.to_string(),
+            }],
         }],
-    });
-    if abilities.change_annotations {
-        text_edit["annotationId"] = json!(cx.annotation_id);
-        edit["changeAnnotations"] = json!({ cx.annotation_id.clone(): {
-            "label": label,
-            "needsConfirmation": review,
-            "description": format!("Proposed by the tandem agent (task `{}`)", cx.task_id),
-        }});
-    }
-    edit["documentChanges"][0]["edits"] = json!([text_edit]);
+        annotation: abilities.change_annotations.then(|| EditAnnotation {
+            id: cx.annotation_id.clone(),
+            label: label.clone(),
+            needs_confirmation: review,
+            description: Some(format!(
+                "Proposed by the tandem agent (task `{}`)",
+                cx.task_id
+            )),
+        }),
+    };
     let mut changes = cx.buffers.subscribe();
     let request = ApplyEditRequest { edit, label };
     match cx.bridge.apply_edit(request, cx.cancel).await {
@@ -289,12 +292,20 @@ fn current_text(buffers: &BufferCache, path: &Path, open: bool) -> (Option<Strin
     }
 }
 
-fn lsp_range(snapshot: &Snapshot, bytes: Bytes<usize>, encoding: PositionEncoding) -> Value {
+/// The range `bytes` covers in `snapshot`, as positions in `encoding`.
+fn edit_range(
+    snapshot: &Snapshot,
+    bytes: Bytes<usize>,
+    encoding: PositionEncoding,
+) -> std::ops::Range<EditPosition> {
     let position = |byte: usize| {
         let p = snapshot.char_to_position(snapshot.rope.byte_to_char(byte), encoding);
-        json!({"line": p.line, "character": p.character})
+        EditPosition {
+            line: p.line,
+            character: p.character,
+        }
     };
-    json!({"start": position(bytes.start), "end": position(bytes.end)})
+    position(bytes.start)..position(bytes.end)
 }
 
 /// What the model reads about the outcome, at its next request.

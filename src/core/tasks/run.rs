@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -28,7 +28,7 @@ use crate::config::tasks::{parse_template, EditScope, TaskDef, TemplatePart};
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
 use crate::core::log::read_log;
 use crate::core::session::{Session, TurnReceipt};
-use crate::vocab::bridge::{BridgeOutcome, ClientBridge, UserInputRequest};
+use crate::vocab::bridge::{BridgeOutcome, ClientBridge, Question, UserInputRequest};
 use crate::vocab::event::{Event, StopReason, TurnId, Usage, UserContent};
 
 /// How long a request for a newer version than the cache's waits for the
@@ -372,6 +372,7 @@ pub async fn start_task(
         vec![UserContent::Text { text: message }],
         task.title.clone(),
         Some(origin.buffers.clone()),
+        Some(request.path.clone()),
     );
     Ok(Started::Running(RunningTask {
         session,
@@ -507,10 +508,11 @@ async fn ask_instruction(
     let request = UserInputRequest {
         session_id: session.id.clone(),
         tool_call_id: format!("task-{}", uuid::Uuid::new_v4().simple()),
-        questions: json!([{
-            "id": "instruction",
-            "question": format!("{}: what should change in {lines} of {file}?", task.title),
-        }]),
+        questions: vec![Question {
+            id: "instruction".to_string(),
+            question: format!("{}: what should change in {lines} of {file}?", task.title),
+            options: None,
+        }],
     };
     match bridge.request_user_input(request, &CancellationToken::new()).await {
         BridgeOutcome::Answered(answers) => Ok(instruction_of(&answers)),

@@ -12,9 +12,10 @@ use serde_json::{json, Value};
 
 use crate::buffers::{Position, Range};
 use crate::config::tasks::takes_instruction;
-use crate::core::daemon::{file_uri_to_path, Daemon};
+use crate::core::daemon::Daemon;
 use crate::core::tasks::run::{start_task, Started, TaskError, TaskRequest, TaskResult};
 use crate::protocol::ContentBlock;
+use crate::workspace::file_uri_to_path;
 
 /// The `availableCommands` for a session working in `cwd`.
 pub(super) fn available_commands(daemon: &Daemon, cwd: &Path) -> Value {

@@ -54,10 +54,11 @@ pub(super) async fn ask(
     request: UserInputRequest,
     cancel: &CancellationToken,
 ) -> BridgeOutcome<Value> {
+    let questions = crate::frontend::updates::wire_questions(&request.questions);
     let params = create_params(
         &request.session_id,
         &request.tool_call_id,
-        &request.questions,
+        &serde_json::to_value(questions).unwrap_or_default(),
     );
     match outgoing.request("elicitation/create", params, cancel).await {
         BridgeOutcome::Answered(result) => outcome(&result),

@@ -99,6 +99,7 @@ impl Agent {
             .map_err(|e| daemon_error(rid, e))?;
         let mut result = session_state(session.mode());
         result["sessionId"] = json!(session.id);
+        result["_meta"]["tandem"]["instructions"] = instructions_meta(&session);
         Ok(result)
     }
 
@@ -121,7 +122,9 @@ impl Agent {
         // written: give that memory back after them.
         drop(events);
         crate::frontend::memory::trim_when_idle();
-        Ok(session_state(session.mode()))
+        let mut result = session_state(session.mode());
+        result["_meta"]["tandem"]["instructions"] = instructions_meta(&session);
+        Ok(result)
     }
 
     /// Newest first, those whose workspace holds `cwd` when it is given;
@@ -354,4 +357,12 @@ pub(crate) fn absolute_cwd(params: &Value) -> Result<PathBuf, String> {
         ));
     }
     Ok(cwd)
+}
+
+/// `_meta.tandem.instructions` of a session/new, load or resume result:
+/// the instruction files the model is given.
+fn instructions_meta(session: &crate::core::session::Session) -> Value {
+    json!(crate::frontend::updates::instruction_files(
+        &session.instructions()
+    ))
 }

@@ -22,6 +22,7 @@ pub mod outgoing;
 pub mod progress;
 pub mod server;
 pub mod tasks;
+pub mod workspace_edit;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -295,11 +295,8 @@ impl ClientBridge for Outgoing {
         if !self.abilities().request_user_input {
             return BridgeOutcome::Unavailable("the editor cannot answer questions".to_string());
         }
-        let params = json!({
-            "sessionId": request.session_id,
-            "toolCallId": request.tool_call_id,
-            "questions": request.questions,
-        });
+        let params = serde_json::to_value(crate::frontend::updates::user_input_params(&request))
+            .unwrap_or(Value::Null);
         match self.request(self.user_input_method, params, cancel).await {
             BridgeOutcome::Answered(result)
                 if result.get("outcome").and_then(Value::as_str) == Some("cancelled") =>
@@ -326,7 +323,10 @@ impl ClientBridge for Outgoing {
                 "the editor cannot apply workspace edits".to_string(),
             );
         }
-        let params = json!({"label": request.label, "edit": request.edit});
+        let params = json!({
+            "label": request.label,
+            "edit": super::workspace_edit::workspace_edit_json(&request.edit),
+        });
         match self.request("workspace/applyEdit", params, cancel).await {
             BridgeOutcome::Answered(result) => BridgeOutcome::Answered(ApplyEditResponse {
                 applied: result

@@ -18,7 +18,7 @@ use tower_lsp::{Client, ClientSocket, LanguageServer, LspService};
 use super::outgoing::Outgoing;
 use super::progress::Progress;
 use crate::buffers::{self, PositionEncoding, TextChange};
-use crate::core::daemon::{file_uri_to_path, Daemon, DaemonError, NewSession};
+use crate::core::daemon::{Daemon, DaemonError, NewSession};
 use crate::frontend::updates::{daemon_error_parts, prompt_result, user_content};
 use crate::protocol::{
     CancelParams, ClientTandemCapabilities, ListSessionsParams, LoadSessionParams,
@@ -28,6 +28,7 @@ use crate::protocol::{
 };
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::ClientAbilities;
+use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
 const TANDEM_METHODS: [&str; 8] = [
@@ -151,18 +152,13 @@ async fn guarded_notification(what: &str, body: impl std::future::Future<Output 
 }
 
 pub(crate) fn uri_path(uri: &Url) -> Option<PathBuf> {
-    uri.to_file_path()
-        .ok()
-        .or_else(|| file_uri_to_path(uri.as_str()))
+    file_uri_to_path(uri.as_str())
 }
 
 /// A folder given as a `file://` URI or an absolute path.
 pub(crate) fn folder_path(folder: &str) -> Option<PathBuf> {
     if folder.starts_with("file://") {
-        return Url::parse(folder)
-            .ok()
-            .and_then(|u| u.to_file_path().ok())
-            .or_else(|| file_uri_to_path(folder));
+        return file_uri_to_path(folder);
     }
     let path = PathBuf::from(folder);
     path.is_absolute().then_some(path)
@@ -397,6 +393,7 @@ impl Backend {
             Ok(NewSessionResult {
                 session_id: session.id.clone(),
                 mode: session.mode().as_str().to_string(),
+                instructions: crate::frontend::updates::instruction_files(&session.instructions()),
             })
         })
         .await
@@ -534,6 +531,7 @@ impl Backend {
                 session_id: session.id.clone(),
                 replayed,
                 mode: session.mode().as_str().to_string(),
+                instructions: crate::frontend::updates::instruction_files(&session.instructions()),
             })
         })
         .await

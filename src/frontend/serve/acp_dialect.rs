@@ -118,6 +118,10 @@ impl Dialect for Acp {
             .and_then(|m| m.parse::<ApprovalMode>().ok())
             .unwrap_or_default();
         let mut result = session_state(mode);
+        result["_meta"]["tandem"]["instructions"] = match &attached["instructions"] {
+            Value::Array(files) => Value::Array(files.clone()),
+            _ => json!([]),
+        };
         let mut shared = self.0.lock();
         if shared.fresh.remove(session_id) {
             result["sessionId"] = json!(session_id);

@@ -1,7 +1,7 @@
 //! The serve's two listeners, one jsonrpsee service behind both: the
 //! loopback TCP port (any client that speaks WebSocket) and the Unix socket
-//! `$TANDEM_HOME/serve.sock`, which the shims prefer (a hop over it costs
-//! 8–10 µs less than over loopback TCP, BENCHMARKS.md §9).
+//! `$TANDEM_HOME/serve.sock`, which the shims prefer (a hop over it is
+//! cheaper than over loopback TCP: BENCHMARKS.md §9).
 //!
 //! Invariant: both listeners hand every connection to the same service
 //! (bearer token and Origin check, connection limit, message limits, graceful

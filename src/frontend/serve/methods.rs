@@ -29,7 +29,9 @@ use crate::frontend::lsp::server::{
     client_abilities, encoding_kind, folder_path, negotiate_encoding, text_change, uri_path,
 };
 use crate::frontend::lsp::tasks::code_action_kinds;
-use crate::frontend::updates::{daemon_error_parts, prompt_result, session_update, user_content};
+use crate::frontend::updates::{
+    daemon_error_parts, instruction_files, prompt_result, session_update, user_content,
+};
 use crate::protocol::{
     AttachSessionParams, AttachedParams, CancelParams, ListSessionsParams, LoadSessionParams,
     LoadSessionResult, NewSessionParams, NewSessionResult, PromptParams, PromptResult,
@@ -288,6 +290,7 @@ async fn new_session(
     Ok(NewSessionResult {
         session_id: session.id.clone(),
         mode: session.mode().as_str().to_string(),
+        instructions: instruction_files(&session.instructions()),
     })
 }
 
@@ -464,6 +467,7 @@ fn register_tandem(
             session_id: session.id.clone(),
             replayed,
             mode: session.mode().as_str().to_string(),
+            instructions: instruction_files(&session.instructions()),
         })
     })?;
     module.register_method("tandem/respond", |params, ctx, ext| {
@@ -538,8 +542,12 @@ async fn attach_session(
     let loaded = tokio::task::spawn_blocking(move || daemon.load_session(&id))
         .await
         .unwrap_or_else(|e| Err(DaemonError::Storage(format!("loading panicked: {e}"))));
-    let (mode, events) = match loaded {
-        Ok((session, events)) => (session.mode().as_str().to_string(), events),
+    let (mode, instructions, events) = match loaded {
+        Ok((session, events)) => (
+            session.mode().as_str().to_string(),
+            instruction_files(&session.instructions()),
+            events,
+        ),
         Err(e) => {
             ctx.hub.unsubscribe(&session_id, sub.id);
             pending.reject(daemon_error(e)).await;
@@ -573,7 +581,7 @@ async fn attach_session(
         drop(events);
         crate::frontend::memory::return_freed_memory_soon();
         let attached = json!({"jsonrpc": "2.0", "method": "tandem/attached",
-            "params": AttachedParams { session_id: session_id.clone(), replayed, mode }});
+            "params": AttachedParams { session_id: session_id.clone(), replayed, mode, instructions }});
         sink.send(message(&attached).ok_or("serialize")?)
             .await
             .map_err(|_| "closed")?;

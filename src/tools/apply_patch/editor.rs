@@ -9,9 +9,10 @@ use super::outcome::{Outcome, Route};
 use super::plan::Plan;
 use super::settle::{fingerprint, observe, wait_for_edit};
 use super::{cancelled, not_applied};
-use crate::tools::edits::{create_empty_file, workspace_edit, Annotation, EditOptions, FileChange};
+use crate::tools::edits::{create_empty_file, edit_proposal, EditOptions, FileChange};
 use crate::tools::{ToolContext, ToolError};
 use crate::vocab::bridge::{ApplyEditRequest, BridgeOutcome};
+use crate::vocab::edit::EditAnnotation;
 
 /// Sends the changes of `indices` to the editor as one `WorkspaceEdit` and,
 /// once it is accepted, waits for the result to show and compares it.
@@ -42,14 +43,14 @@ pub(super) async fn through_editor(
     let options = EditOptions {
         encoding: ctx.buffers.encoding(),
         resource_operations: abilities.resource_operations,
-        annotation: abilities.change_annotations.then(|| Annotation {
+        annotation: abilities.change_annotations.then(|| EditAnnotation {
             id: format!("tandem-patch-{}", ctx.call_id),
             label: plan.summary.clone(),
             needs_confirmation: review,
             description: Some("Proposed by the tandem agent (apply_patch)".to_string()),
         }),
     };
-    let edit = workspace_edit(indices.iter().map(|&i| &plan.files[i].change), &options);
+    let edit = edit_proposal(indices.iter().map(|&i| &plan.files[i].change), &options);
     // Watch from before the request: an editor may send its didChanges
     // before it answers.
     let mut changes = ctx.buffers.subscribe();

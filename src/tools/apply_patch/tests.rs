@@ -12,9 +12,10 @@ use crate::vocab::bridge::{
     ApplyEditRequest, ApplyEditResponse, ClientAbilities, ClientBridge, PermissionChoice,
     UserInputRequest,
 };
+use crate::vocab::edit::{EditProposal, FileEdit};
 use crate::workspace::Workspace;
 
-type EditHandler = dyn Fn(&Value) -> BridgeOutcome<ApplyEditResponse> + Send + Sync;
+type EditHandler = dyn Fn(&EditProposal) -> BridgeOutcome<ApplyEditResponse> + Send + Sync;
 
 /// An editor whose answers the test scripts; it records every edit.
 struct FakeEditor {
@@ -28,7 +29,7 @@ struct FakeEditor {
 impl FakeEditor {
     fn new(
         abilities: ClientAbilities,
-        on_edit: impl Fn(&Value) -> BridgeOutcome<ApplyEditResponse> + Send + Sync + 'static,
+        on_edit: impl Fn(&EditProposal) -> BridgeOutcome<ApplyEditResponse> + Send + Sync + 'static,
     ) -> Self {
         FakeEditor {
             abilities,
@@ -364,11 +365,19 @@ async fn review_mode_sends_one_annotated_edit_and_reports_it_applied_once_the_bu
     assert_eq!(edits.len(), 1);
     assert_eq!(edits[0].label, "Update doc.rs (1 hunk)");
     let edit = &edits[0].edit;
-    assert_eq!(edit["documentChanges"][0]["textDocument"]["version"], 3);
-    assert_eq!(
-        edit["changeAnnotations"]["tandem-patch-call_1"]["needsConfirmation"],
-        true
+    assert!(
+        matches!(
+            &edit.changes[0],
+            FileEdit::Text {
+                version: Some(3),
+                ..
+            }
+        ),
+        "{edit:?}"
     );
+    let annotation = edit.annotation.as_ref().expect("annotated");
+    assert_eq!(annotation.id, "tandem-patch-call_1");
+    assert!(annotation.needs_confirmation);
     // The disk is the editor's business now.
     assert_eq!(fx.read("doc.rs"), "old\n");
     assert!(fx
@@ -515,14 +524,11 @@ async fn auto_mode_sends_open_documents_to_the_editor_and_writes_closed_files() 
     assert_eq!(fx.read("closed.rs"), "CLOSED\n");
     assert_eq!(fx.read("open.rs"), "disk\n", "the editor owns the open one");
     let edits = editor.edits.lock().expect("lock");
-    let changes = edits[0].edit["documentChanges"]
-        .as_array()
-        .expect("changes");
+    let changes = &edits[0].edit.changes;
     assert_eq!(changes.len(), 1, "only the open document: {changes:?}");
-    assert_eq!(
-        edits[0].edit["changeAnnotations"]["tandem-patch-call_1"]["needsConfirmation"],
-        false
-    );
+    let annotation = edits[0].edit.annotation.as_ref().expect("annotated");
+    assert_eq!(annotation.id, "tandem-patch-call_1");
+    assert!(!annotation.needs_confirmation);
 }
 
 #[test]

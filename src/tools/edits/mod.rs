@@ -8,10 +8,10 @@
 //! encoding.
 
 mod disk;
-mod workspace_edit;
+mod edit_proposal;
 
 pub use disk::{apply_to_disk, create_empty_file, DiskChanges, DiskError, DiskWrite};
-pub use workspace_edit::{file_uri, workspace_edit, Annotation, EditOptions};
+pub use edit_proposal::{edit_proposal, EditOptions};
 
 use std::path::{Path, PathBuf};
 

@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use super::harness::{config, run, Workspace};
+use crate::support::client::tandem_bin;
 use crate::support::model_server::ModelServer;
 
 #[tokio::test]
@@ -37,6 +38,9 @@ T.put('report', T.lines(0))
         "{report}"
     );
     assert!(!report.contains("ERROR"), "{report}");
+    // Points to `tandem doctor`, with the program the plugin starts.
+    let doctor = format!("run `{} doctor` in a terminal", tandem_bin().display());
+    assert!(report.contains(&doctor), "{report}");
 }
 
 #[tokio::test]

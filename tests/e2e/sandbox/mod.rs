@@ -20,10 +20,47 @@ mod cli;
 mod fallback;
 mod filesystem;
 mod network;
+mod no_namespaces;
 
 /// The daemon's environment variable that simulates a machine without the
 /// sandbox.
 const SIMULATE_UNAVAILABLE: &str = "TANDEM_SANDBOX_SIMULATE_UNAVAILABLE";
+
+/// The daemon's test-only switch that reports user namespaces as blocked,
+/// so the Landlock + seccomp network fallback confines commands.
+const SIMULATE_NO_NAMESPACES: &str = "TANDEM_SANDBOX_SIMULATE_NO_NAMESPACES";
+
+/// Whether this kernel's Landlock has network rules (ABI 4, Linux 6.7),
+/// which the fallback without namespaces needs. Under `CI=true` a kernel
+/// without them fails the test that asks, saying so.
+fn kernel_has_landlock_network() -> bool {
+    let abi = landlock_abi();
+    if abi >= 4 {
+        return true;
+    }
+    let why = format!(
+        "this kernel lacks Landlock ABI 4 (it answers {abi}): the sandbox without user namespaces cannot be tested"
+    );
+    if std::env::var_os("CI").is_some_and(|v| v == "true") {
+        panic!("{why}");
+    }
+    eprintln!("not run: {why}");
+    false
+}
+
+/// The kernel's Landlock ABI version, or a negative errno-ish value.
+fn landlock_abi() -> i64 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with this flag the call reads no memory and returns a number.
+    unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    }
+}
 
 /// Whether this kernel can sandbox, checked without tandem: Landlock
 /// answers its ABI version and `unshare -rn true` works. Tests of the real
@@ -34,16 +71,7 @@ fn kernel_can_sandbox() -> bool {
 }
 
 fn probe_kernel() -> bool {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // SAFETY: with this flag the call reads no memory and returns a number.
-    let abi = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
+    let abi = landlock_abi();
     let namespaces = std::process::Command::new("unshare")
         .args(["-rn", "true"])
         .status()

@@ -6,6 +6,7 @@ mod acp;
 mod attach;
 mod buffers;
 mod cancel;
+mod instructions;
 mod interleave;
 mod ordering;
 mod progress;

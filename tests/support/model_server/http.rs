@@ -41,6 +41,17 @@ async fn serve_connection(mut socket: TcpStream, state: Arc<State>) {
                 .or_else(|| responder().map(|respond| respond(&request)))
                 .unwrap_or_else(|| error_reply(500, "no scripted reply"))
         }
+        // `tandem doctor`'s model list (OpenAI's and Anthropic's shape).
+        ("GET", "/v1/models") => {
+            let ids = lock(&state.models)
+                .clone()
+                .unwrap_or_else(|| vec![super::MODEL_NAME.to_string()]);
+            let data: Vec<_> = ids
+                .iter()
+                .map(|id| json!({"id": id, "object": "model"}))
+                .collect();
+            Reply::status(200, json!({"object": "list", "data": data}).to_string())
+        }
         (method, path) => error_reply(404, &format!("no route for {method} {path}")),
     };
     lock(&state.requests).push(request);

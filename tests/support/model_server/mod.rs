@@ -12,7 +12,8 @@
 //! assert_eq!(requests[0].body["model"], "scripted-model");
 //! ```
 //!
-//! Both `POST /v1/chat/completions` and `POST /v1/messages` answer from the
+//! `GET /v1/models` lists [`MODEL_NAME`] (or what [`ModelServer::set_models`]
+//! sets). Both `POST /v1/chat/completions` and `POST /v1/messages` answer from the
 //! one FIFO queue of replies; an empty queue asks the responder set with
 //! [`ModelServer::respond_with`] (for tests whose requests arrive in no
 //! fixed order), else answers HTTP 500 "no scripted reply". Every response
@@ -55,6 +56,8 @@ struct State {
     requests: Mutex<Vec<RecordedRequest>>,
     chunk_write_times: Mutex<Vec<Instant>>,
     hangups: Mutex<usize>,
+    /// What `GET /v1/models` lists; `None`: [`MODEL_NAME`] alone.
+    models: Mutex<Option<Vec<String>>>,
     /// Signalled on every recorded request and every hang-up.
     changed: Notify,
 }
@@ -148,6 +151,11 @@ impl ModelServer {
         responder: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
     ) {
         *lock(&self.state.responder) = Some(Arc::new(responder));
+    }
+
+    /// Sets the model ids `GET /v1/models` lists.
+    pub fn set_models(&self, ids: &[&str]) {
+        *lock(&self.state.models) = Some(ids.iter().map(|id| id.to_string()).collect());
     }
 
     /// Every request received so far, in arrival order.

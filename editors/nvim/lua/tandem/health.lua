@@ -1,5 +1,7 @@
 -- `:checkhealth tandem`: Neovim's version, the daemon binary and its
--- version, the configuration, and whether the model server answers.
+-- version, the configuration, and whether the model server answers; for
+-- the rest (the model listed and streaming, the sandbox mechanism, the
+-- config files, TANDEM_HOME) it points to `tandem doctor`.
 local M = {}
 
 local DEFAULT_BASE_URL = 'http://127.0.0.1:11434/v1'
@@ -40,6 +42,15 @@ local function reachable(url)
     tcp:close()
   end
   return ok, why or (done and '' or 'no answer within 2 s')
+end
+
+--- `tandem doctor` with the daemon program the plugin starts.
+local function doctor_command(config)
+  local program = type(config.cmd) == 'table' and config.cmd[1] or 'tandem'
+  if program:find('%s') then
+    program = vim.fn.shellescape(program)
+  end
+  return program .. ' doctor'
 end
 
 function M.check()
@@ -93,7 +104,8 @@ function M.check()
     if sandbox and sandbox.available == false then
       health.warn(tostring(sandbox.reason), { 'commands ask permission every time, even in auto mode' })
     elseif sandbox then
-      health.ok('exec sandbox: Landlock ABI ' .. tostring(sandbox.landlockAbi) .. ', network isolated')
+      local mechanism = type(sandbox.networkMechanism) == 'string' and (' (' .. sandbox.networkMechanism .. ')') or ''
+      health.ok('exec sandbox: Landlock ABI ' .. tostring(sandbox.landlockAbi) .. ', network isolated' .. mechanism)
     end
   else
     health.info('not running yet (it starts with the first prompt)')
@@ -107,8 +119,16 @@ function M.check()
   else
     health.warn('model server not reachable at ' .. url .. (why ~= '' and (' (' .. why .. ')') or ''), {
       'start your model server, or set model.base_url in init_options, session_config or config.toml',
+      'run `' .. doctor_command(config) .. '` for the details',
     })
   end
+
+  health.start('tandem: doctor')
+  health.info(
+    'for the whole machine (the model listed and streaming, the sandbox mechanism, every config file, TANDEM_HOME), run `'
+      .. doctor_command(config)
+      .. '` in a terminal: it prints a fix for each problem'
+  )
 end
 
 return M

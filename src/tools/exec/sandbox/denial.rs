@@ -15,7 +15,11 @@
 //!   sandbox denied the write. A path the daemon could not write either is
 //!   an ordinary permission error and gets no note.
 //! - With the network off, a line with a connection or name-resolution
-//!   error gets one note that the network is off.
+//!   error gets one note that the network is off. Where the network is
+//!   taken away by Landlock and seccomp (no namespaces), a denied socket,
+//!   `connect` or `bind` reads "Permission denied": such lines, and bash's
+//!   `/dev/tcp/...` and `/dev/udp/...` pseudo-paths, count as network
+//!   errors, never as denied writes.
 //! - A line saying "no new privileges" (sudo refusing to run) gets one note
 //!   that the sandbox forbids gaining privileges.
 
@@ -43,6 +47,16 @@ const NETWORK_MARKERS: [&str; 9] = [
     "Cannot assign requested address",
 ];
 
+/// Denials of the network fallback (`EACCES` from Landlock or seccomp):
+/// the failing call's name before the message, or bash's pseudo-paths.
+const SOCKET_DENIAL_MARKERS: [&str; 5] = [
+    "connect: Permission denied",
+    "bind: Permission denied",
+    "socket: Permission denied",
+    "/dev/tcp/",
+    "/dev/udp/",
+];
+
 /// How the model can get the command run unconfined: the last note.
 const ESCALATE: &str = "to run a command outside the sandbox, call exec_command again with \
                         `with_escalated_permissions: true` and a `justification`: the user will \
@@ -61,6 +75,10 @@ pub fn explain(output: &str, policy: &SandboxPolicy, workdir: &Path) -> Vec<Stri
         // sudo and other setuid programs under `no_new_privs`.
         if line.contains("no new privileges") {
             privileges = true;
+        }
+        if SOCKET_DENIAL_MARKERS.iter().any(|m| line.contains(m)) {
+            network |= !policy.network;
+            continue;
         }
         if let Some(marker) = DENIED_MARKERS.iter().find(|m| line.contains(*m)) {
             for path in named_paths(line, marker, workdir) {
@@ -231,6 +249,21 @@ mod tests {
     fn network_errors_get_one_note_only_when_the_network_is_off() {
         let root = tempfile::tempdir().unwrap();
         let output = "curl: (7) Failed to connect: Network is unreachable\ncurl: (6) Could not resolve host: x\n";
+        let notes = explain(output, &policy(root.path()), root.path());
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].starts_with("network access is off in the sandbox"));
+        let open = SandboxPolicy {
+            network: true,
+            ..policy(root.path())
+        };
+        assert!(explain(output, &open, root.path()).is_empty());
+    }
+
+    #[test]
+    fn socket_denials_of_the_fallback_are_network_notes_not_denied_writes() {
+        let root = tempfile::tempdir().unwrap();
+        let output = "bash: connect: Permission denied\n\
+                      bash: line 1: /dev/tcp/127.0.0.1/8080: Permission denied\n";
         let notes = explain(output, &policy(root.path()), root.path());
         assert_eq!(notes.len(), 2, "{notes:?}");
         assert!(notes[0].starts_with("network access is off in the sandbox"));

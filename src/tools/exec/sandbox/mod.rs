@@ -8,10 +8,13 @@
 //!   `/proc/self/cwd` lead nowhere else.
 //! - Network (`netns.rs`): unless `[sandbox] network = true`, the command
 //!   gets a user and network namespace of its own, whose only interface is
-//!   its own loopback.
+//!   its own loopback. Where unprivileged user namespaces are blocked
+//!   (Ubuntu 24.04 and later), the fallback: Landlock's network rules deny
+//!   every TCP connect and bind (`landlock.rs`) and a seccomp filter
+//!   refuses every other socket but Unix ones (`seccomp.rs`).
 //! - Both are entered in the forked child before `exec` and inherited by
 //!   everything the command starts; nothing can leave them.
-//! - `probe.rs` finds out once whether this machine can do both;
+//! - `probe.rs` finds out once whether this machine can do both, and how;
 //!   `denial.rs` tells the model when a failure came from the sandbox.
 //!
 //! Invariant: a command that should be confined and cannot be is never run
@@ -23,6 +26,8 @@ mod landlock;
 #[cfg(target_os = "linux")]
 mod netns;
 pub mod probe;
+#[cfg(target_os = "linux")]
+mod seccomp;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 
@@ -30,6 +35,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::config::sandbox::{SandboxConfig, SandboxMode};
+#[cfg(target_os = "linux")]
+use probe::NetworkIsolation;
 
 /// Device files every confined command may write: output sinks and
 /// terminals that tools open as a matter of course.
@@ -120,13 +127,33 @@ impl SandboxPolicy {
             .any(|w| path.starts_with(canonical_prefix(w)))
     }
 
-    /// Makes the hook that confines a forked child before it execs: every
-    /// allocation and path lookup happens here, in the parent.
+    /// Makes the hook that confines a forked child before it execs, with
+    /// the network isolation this machine has: every allocation and path
+    /// lookup happens here, in the parent.
     #[cfg(target_os = "linux")]
     pub(super) fn prepare(&self) -> io::Result<ChildConfinement> {
+        let isolation = match (&probe::support().network, self.network) {
+            (_, true) => None,
+            (Ok(isolation), false) => Some(*isolation),
+            (Err(why), false) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("no network isolation on this machine: {why}"),
+                ))
+            }
+        };
+        self.prepare_with(isolation)
+    }
+
+    /// [`prepare`](Self::prepare) with the network taken away by
+    /// `isolation` (`None`: the command keeps the network).
+    #[cfg(target_os = "linux")]
+    fn prepare_with(&self, isolation: Option<NetworkIsolation>) -> io::Result<ChildConfinement> {
+        let fallback = isolation == Some(NetworkIsolation::LandlockSeccomp);
         Ok(ChildConfinement {
-            netns: (!self.network).then(netns::Entry::new),
-            landlock: Some(landlock::ruleset(self)?),
+            netns: (isolation == Some(NetworkIsolation::Namespaces)).then(netns::Entry::new),
+            landlock: Some(landlock::ruleset(self, fallback)?),
+            seccomp: fallback.then(seccomp::program).transpose()?,
         })
     }
 
@@ -145,22 +172,29 @@ pub(super) struct ChildConfinement {
     netns: Option<netns::Entry>,
     #[cfg(target_os = "linux")]
     landlock: Option<::landlock::RulesetCreated>,
+    #[cfg(target_os = "linux")]
+    seccomp: Option<::seccompiler::BpfProgram>,
 }
 
 impl ChildConfinement {
-    /// Enters the namespaces, then restricts the filesystem. Runs in the
-    /// forked child between `fork` and `exec`: only system calls, no
-    /// allocation, no locks. The namespaces come first, while `/proc/self`
-    /// is still writable for the id maps.
+    /// Enters the namespaces, then restricts the filesystem (and, in the
+    /// fallback, TCP), then installs the socket filter. Runs in the forked
+    /// child between `fork` and `exec`: only system calls, no allocation,
+    /// no locks. The namespaces come first, while `/proc/self` is still
+    /// writable for the id maps.
     #[cfg(target_os = "linux")]
     pub(super) fn enter(&mut self) -> io::Result<()> {
         if let Some(netns) = &self.netns {
             netns.enter()?;
         }
         match self.landlock.take() {
-            Some(ruleset) => landlock::restrict_self(ruleset),
+            Some(ruleset) => landlock::restrict_self(ruleset)?,
             // A second call (there is none) must not run unconfined.
-            None => Err(io::Error::from_raw_os_error(libc::EPERM)),
+            None => return Err(io::Error::from_raw_os_error(libc::EPERM)),
+        }
+        match &self.seccomp {
+            Some(program) => seccomp::apply(program),
+            None => Ok(()),
         }
     }
 

@@ -1,184 +1,165 @@
-//! The editor route: an LSP `WorkspaceEdit` for a set of changes, with
-//! positions in the negotiated encoding, derived from the exact text the hunks
-//! were computed against, and file URIs percent-encoded.
+//! `EditProposal` → LSP `WorkspaceEdit` (with `documentChanges`), as
+//! `lsp-types` (re-exported by tower-lsp) spells it: the LSP frontend's
+//! `to_proto` for edits, used by `Outgoing` for `workspace/applyEdit` over
+//! stdio and through the serve.
 
-use std::fmt::Write as _;
+use std::collections::HashMap;
 use std::path::Path;
 
-use serde_json::{json, Map, Value};
+use serde_json::Value;
+use tower_lsp::lsp_types::{
+    AnnotatedTextEdit, ChangeAnnotation, CreateFile, CreateFileOptions, DeleteFile,
+    DeleteFileOptions, DocumentChangeOperation, DocumentChanges, OneOf,
+    OptionalVersionedTextDocumentIdentifier, Position, Range, RenameFile, RenameFileOptions,
+    ResourceOp, TextDocumentEdit, TextEdit, Url, WorkspaceEdit,
+};
 
-use super::FileChange;
-use crate::buffers::{Position, PositionEncoding, Snapshot};
-use crate::tools::patch::AppliedHunk;
+use crate::vocab::edit::{EditPosition, EditProposal, FileEdit};
 
-/// The change annotation every edit of one patch carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Annotation {
-    pub id: String,
-    pub label: String,
-    /// Asks the editor to let the user review the edit (VS Code's refactor
-    /// preview) before applying it.
-    pub needs_confirmation: bool,
-    pub description: Option<String>,
-}
-
-/// What the client can take.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EditOptions {
-    pub encoding: PositionEncoding,
-    /// `CreateFile`, `RenameFile` and `DeleteFile` may be used. Without them
-    /// an added file must exist (empty) before the edit that fills it.
-    pub resource_operations: bool,
-    /// `None` when the client has no change annotation support.
-    pub annotation: Option<Annotation>,
-}
-
-/// The LSP `WorkspaceEdit` (with `documentChanges`) that makes `changes`,
-/// in patch order: a `TextDocumentEdit` per changed file (versioned when
-/// open, `version: null` otherwise) with one `TextEdit` per hunk, and the
-/// create, rename and delete operations around them.
-pub fn workspace_edit<'a>(
-    changes: impl IntoIterator<Item = &'a FileChange>,
-    options: &EditOptions,
-) -> Value {
-    let annotation_id = options.annotation.as_ref().map(|a| a.id.as_str());
-    let annotate = |mut value: Value| {
-        if let (Some(id), Some(object)) = (annotation_id, value.as_object_mut()) {
-            object.insert("annotationId".to_string(), json!(id));
-        }
-        value
+/// The `WorkspaceEdit` that makes `proposal`, every change annotated when
+/// the proposal has an annotation.
+pub fn workspace_edit(proposal: &EditProposal) -> WorkspaceEdit {
+    let annotation_id = proposal.annotation.as_ref().map(|a| a.id.clone());
+    let no_overwrite = || {
+        Some(CreateFileOptions {
+            overwrite: Some(false),
+            ignore_if_exists: Some(false),
+        })
     };
-    let mut document_changes = Vec::new();
-    for change in changes {
-        match change {
-            FileChange::Add { path, text } => {
-                let uri = file_uri(path);
-                if options.resource_operations {
-                    document_changes.push(annotate(json!({
-                        "kind": "create",
-                        "uri": uri,
-                        "options": {"overwrite": false, "ignoreIfExists": false},
-                    })));
-                }
-                if !text.is_empty() {
-                    let at = json!({"line": 0, "character": 0});
-                    document_changes.push(json!({
-                        "textDocument": {"uri": uri, "version": null},
-                        "edits": [annotate(json!({
-                            "range": {"start": at, "end": at},
-                            "newText": text,
-                        }))],
-                    }));
-                }
+    let operations = proposal
+        .changes
+        .iter()
+        .map(|change| match change {
+            FileEdit::Create { path } => {
+                DocumentChangeOperation::Op(ResourceOp::Create(CreateFile {
+                    uri: uri(path),
+                    options: no_overwrite(),
+                    annotation_id: annotation_id.clone(),
+                }))
             }
-            FileChange::Delete { path, .. } => {
-                document_changes.push(annotate(json!({
-                    "kind": "delete",
-                    "uri": file_uri(path),
-                    "options": {"recursive": false, "ignoreIfNotExists": false},
-                })));
+            FileEdit::Rename { from, to } => {
+                DocumentChangeOperation::Op(ResourceOp::Rename(RenameFile {
+                    old_uri: uri(from),
+                    new_uri: uri(to),
+                    options: Some(RenameFileOptions {
+                        overwrite: Some(false),
+                        ignore_if_exists: Some(false),
+                    }),
+                    annotation_id: annotation_id.clone(),
+                }))
             }
-            FileChange::Update {
+            FileEdit::Delete { path } => {
+                DocumentChangeOperation::Op(ResourceOp::Delete(DeleteFile {
+                    uri: uri(path),
+                    options: Some(DeleteFileOptions {
+                        recursive: Some(false),
+                        ignore_if_not_exists: Some(false),
+                        // lsp-types 0.94 has the annotation here, not beside
+                        // `options` where LSP puts it; `workspace_edit_json`
+                        // moves it.
+                        annotation_id: annotation_id.clone(),
+                    }),
+                }))
+            }
+            FileEdit::Text {
                 path,
-                move_to,
-                old_text,
-                update,
-                open,
-            } => {
-                let uri = file_uri(path);
-                let closed;
-                let base = match open {
-                    Some(snapshot) => snapshot,
-                    None => {
-                        closed = Snapshot::from_text(old_text, 0);
-                        &closed
-                    }
-                };
-                let edits: Vec<Value> = update
-                    .hunks
+                version,
+                edits,
+            } => DocumentChangeOperation::Edit(TextDocumentEdit {
+                text_document: OptionalVersionedTextDocumentIdentifier {
+                    uri: uri(path),
+                    version: *version,
+                },
+                edits: edits
                     .iter()
-                    .filter(|h| !h.old_bytes.is_empty() || !h.new_text.is_empty())
-                    .map(|h| annotate(text_edit(base, h, options.encoding)))
-                    .collect();
-                if !edits.is_empty() {
-                    document_changes.push(json!({
-                        "textDocument": {"uri": uri, "version": open.as_ref().map(|s| s.version)},
-                        "edits": edits,
-                    }));
-                }
-                if let Some(to) = move_to {
-                    document_changes.push(annotate(json!({
-                        "kind": "rename",
-                        "oldUri": uri,
-                        "newUri": file_uri(to),
-                        "options": {"overwrite": false, "ignoreIfExists": false},
-                    })));
-                }
-            }
-        }
+                    .map(|replace| {
+                        let text_edit = TextEdit {
+                            range: Range {
+                                start: position(replace.start),
+                                end: position(replace.end),
+                            },
+                            new_text: replace.new_text.clone(),
+                        };
+                        match &annotation_id {
+                            Some(id) => OneOf::Right(AnnotatedTextEdit {
+                                text_edit,
+                                annotation_id: id.clone(),
+                            }),
+                            None => OneOf::Left(text_edit),
+                        }
+                    })
+                    .collect(),
+            }),
+        })
+        .collect();
+    WorkspaceEdit {
+        changes: None,
+        document_changes: Some(DocumentChanges::Operations(operations)),
+        change_annotations: proposal.annotation.as_ref().map(|a| {
+            HashMap::from([(
+                a.id.clone(),
+                ChangeAnnotation {
+                    label: a.label.clone(),
+                    needs_confirmation: Some(a.needs_confirmation),
+                    description: a.description.clone(),
+                },
+            )])
+        }),
     }
-    let mut edit = Map::new();
-    edit.insert(
-        "documentChanges".to_string(),
-        Value::Array(document_changes),
-    );
-    if let Some(a) = &options.annotation {
-        let mut annotation = json!({"label": a.label, "needsConfirmation": a.needs_confirmation});
-        if let Some(description) = &a.description {
-            annotation["description"] = json!(description);
-        }
-        edit.insert(
-            "changeAnnotations".to_string(),
-            json!({ a.id.clone(): annotation }),
-        );
-    }
-    Value::Object(edit)
 }
 
-/// One hunk as an LSP `TextEdit` against `base`, the text it was computed on.
-fn text_edit(base: &Snapshot, hunk: &AppliedHunk, encoding: PositionEncoding) -> Value {
-    let position = |byte: usize| {
-        let char_idx = base.rope.byte_to_char(byte.min(base.rope.len_bytes()));
-        lsp_position(base.char_to_position(char_idx, encoding))
-    };
-    json!({
-        "range": {"start": position(hunk.old_bytes.start), "end": position(hunk.old_bytes.end)},
-        "newText": hunk.new_text,
-    })
-}
-
-fn lsp_position(position: Position) -> Value {
-    json!({"line": position.line, "character": position.character})
-}
-
-/// A `file://` URI for an absolute path, percent-encoding every byte that
-/// is not unreserved (RFC 3986) or `/`.
-pub fn file_uri(path: &Path) -> String {
-    let text = path.to_string_lossy();
-    let mut uri = String::with_capacity(text.len() + 7);
-    uri.push_str("file://");
-    if !text.starts_with('/') {
-        uri.push('/');
-    }
-    for byte in text.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
-                uri.push(byte as char)
-            }
-            _ => {
-                let _ = write!(uri, "%{byte:02X}");
-            }
+/// The JSON of [`workspace_edit`], with a delete's `annotationId` where
+/// LSP 3.16 defines it (on the operation, not in its `options`).
+pub fn workspace_edit_json(proposal: &EditProposal) -> Value {
+    let mut edit = serde_json::to_value(workspace_edit(proposal)).unwrap_or(Value::Null);
+    let operations = edit
+        .get_mut("documentChanges")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten();
+    for operation in operations.filter(|op| op["kind"] == "delete") {
+        let id = operation
+            .get_mut("options")
+            .and_then(Value::as_object_mut)
+            .and_then(|options| options.remove("annotationId"));
+        if let (Some(id), Some(object)) = (id, operation.as_object_mut()) {
+            object.insert("annotationId".to_string(), id);
         }
     }
-    uri
+    edit
+}
+
+fn uri(path: &Path) -> Url {
+    Url::parse(&crate::workspace::file_uri(path))
+        .unwrap_or_else(|_| Url::parse("file:///").expect("a constant URI parses"))
+}
+
+fn position(at: EditPosition) -> Position {
+    Position {
+        line: at.line,
+        character: at.character,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
 
+    use serde_json::{json, Value};
+
     use super::*;
+    use crate::buffers::{Position, PositionEncoding, Snapshot};
+    use crate::tools::edits::{edit_proposal, EditOptions, FileChange};
     use crate::tools::patch::AppliedUpdate;
+    use crate::vocab::edit::EditAnnotation;
+
+    /// The wire JSON of the proposal the tools make for `changes`.
+    fn workspace_edit<'a>(
+        changes: impl IntoIterator<Item = &'a FileChange>,
+        options: &EditOptions,
+    ) -> Value {
+        workspace_edit_json(&edit_proposal(changes, options))
+    }
     use crate::tools::patch::{apply_hunks, parse_patch, FileOp};
 
     /// The update of `text` that the patch's first (Update) section makes.
@@ -354,7 +335,7 @@ mod tests {
             open: None,
         };
         let mut options = options(PositionEncoding::Utf16);
-        options.annotation = Some(Annotation {
+        options.annotation = Some(EditAnnotation {
             id: "tandem-patch-call_1".to_string(),
             label: "Update f (2 hunks)".to_string(),
             needs_confirmation: true,
@@ -456,13 +437,5 @@ mod tests {
         let changes = edit["documentChanges"].as_array().expect("changes");
         assert_eq!(changes.len(), 1);
         assert!(changes[0].get("kind").is_none(), "{edit}");
-    }
-
-    #[test]
-    fn uris_percent_encode_what_is_not_unreserved() {
-        assert_eq!(
-            file_uri(Path::new("/a b/ü#?%.rs")),
-            "file:///a%20b/%C3%BC%23%3F%25.rs"
-        );
     }
 }
