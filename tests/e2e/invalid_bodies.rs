@@ -2,7 +2,8 @@
 //! a repeated top-level key above all (issue 28: one such frame made
 //! `tandem lsp` deaf) — are answered `-32600`, with the id when it can be
 //! read, and the daemon answers the next request: `tandem lsp`,
-//! `tandem lsp --attach` and `tandem acp`, through the real binary.
+//! `tandem lsp --attach`, `tandem acp` and `tandem acp --attach`, through
+//! the real binary.
 
 use std::process::Stdio;
 
@@ -109,9 +110,20 @@ async fn lsp_attach_answers_a_repeated_key_with_invalid_request_and_keeps_servin
 #[tokio::test]
 async fn acp_answers_a_repeated_key_with_invalid_request_and_keeps_serving() {
     let home = tempfile::tempdir().unwrap();
+    acp_keeps_serving(&["acp"], home.path()).await;
+}
+
+#[tokio::test]
+async fn acp_attach_answers_a_repeated_key_with_invalid_request_and_keeps_serving() {
+    let home = tempfile::tempdir().unwrap();
+    let _stop = crate::serve::StopOnDrop(home.path().to_path_buf());
+    acp_keeps_serving(&["acp", "--attach"], home.path()).await;
+}
+
+async fn acp_keeps_serving(args: &[&str], home: &std::path::Path) {
     let mut child = tokio::process::Command::new(tandem_bin())
-        .arg("acp")
-        .env("TANDEM_HOME", home.path())
+        .args(args)
+        .env("TANDEM_HOME", home)
         .env("TANDEM_FSYNC", "0")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -121,7 +133,7 @@ async fn acp_answers_a_repeated_key_with_invalid_request_and_keeps_serving() {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let cwd = home.path().display().to_string();
+    let cwd = home.display().to_string();
     let list = |id: i64| {
         format!(
             "{}\n",
