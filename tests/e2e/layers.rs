@@ -100,7 +100,10 @@ fn no_json_macro_builds_a_wire_message_under_core_or_tools() {
         rust_files(&src.join(dir), &mut files);
     }
     files.sort();
-    assert!(files.len() > 10, "too few files under src/core and src/tools");
+    assert!(
+        files.len() > 10,
+        "too few files under src/core and src/tools"
+    );
     let mut found = Vec::new();
     for file in &files {
         let relative = file.strip_prefix(&src).expect("a file under src");
