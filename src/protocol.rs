@@ -241,6 +241,13 @@ pub enum ToolCallContent {
 }
 
 /// `update` of a `tandem/update` notification, tagged by `sessionUpdate`.
+/// The MCP server and tool of a call (`tool_call`'s `mcp`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireMcpTarget {
+    pub server: String,
+    pub tool: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "sessionUpdate", rename_all = "snake_case")]
 pub enum SessionUpdate {
@@ -277,6 +284,9 @@ pub enum SessionUpdate {
         kind: String,
         status: String,
         raw_input: Value,
+        /// tandem extension: with `kind: "mcp"`, the server and its tool.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mcp: Option<WireMcpTarget>,
     },
     #[serde(rename_all = "camelCase")]
     ToolCallUpdate {

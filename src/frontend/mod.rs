@@ -9,6 +9,7 @@ pub mod doctor;
 pub mod exec;
 pub(crate) mod jsonrpc_body;
 pub mod lsp;
+pub mod mcp_servers;
 mod memory;
 pub use self::memory::use_one_heap;
 mod sandbox_info;

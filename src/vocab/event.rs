@@ -100,6 +100,14 @@ pub enum FinishReason {
 
 /// A tool call as the model made it. `arguments` is the raw JSON text the
 /// model produced; it may be malformed, which is the tool's error to report.
+/// Which MCP server and which of its tools a call went to (the tool's own
+/// name, before tandem's `mcp__<server>__<tool>` naming).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpTarget {
+    pub server: String,
+    pub tool: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallRequest {
     pub id: String,
@@ -293,6 +301,9 @@ pub enum Event {
         arguments: Value,
         title: String,
         kind: String,
+        /// The MCP server and tool, for a tool of an MCP server.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mcp: Option<McpTarget>,
     },
     /// A piece of a running tool's output (buffered like chunks).
     ToolOutput {

@@ -16,6 +16,7 @@ const RANKS: &[(&str, u8)] = &[
     ("workspace", 2),
     ("provider", 3),
     ("tools", 4),
+    ("mcp", 4),
     ("core", 5),
     ("frontend", 6),
 ];
@@ -48,7 +49,7 @@ fn no_module_uses_a_module_of_a_higher_layer() {
     assert!(
         violations.is_empty(),
         "{} layering violation(s); the order (ARCHITECTURE.md) is vocab, protocol < config < \
-         buffers, workspace < provider < tools < core < frontend:\n{}",
+         buffers, workspace < provider < tools, mcp < core < frontend:\n{}",
         violations.len(),
         violations.join("\n")
     );

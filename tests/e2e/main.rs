@@ -20,6 +20,7 @@ mod ledger;
 mod loop_inprocess;
 mod loop_wire;
 mod lsp_wire;
+mod mcp;
 mod nvim;
 mod provider_anthropic;
 mod provider_openai;

@@ -59,6 +59,16 @@ export interface SessionSummary {
 export const listSessions = new RequestType<{ workspaceFolder?: string }, { sessions: SessionSummary[] }, void>(
   'tandem/listSessions',
 );
+/** `tandem/listMcpServers` (protocol.md, MCP servers). */
+export interface McpServerInfo {
+  name: string;
+  state: 'starting' | 'ready' | 'failed' | 'stopped';
+  error?: string;
+  tools: { name: string; tool: string; description: string; readOnly: boolean }[];
+}
+export const listMcpServers = new RequestType<{ sessionId?: string }, { servers: McpServerInfo[] }, void>(
+  'tandem/listMcpServers',
+);
 export const loadSession = new RequestType<{ sessionId: string }, { sessionId: string; replayed: number; mode: ApprovalMode; instructions: InstructionFile[] }, void>(
   'tandem/loadSession',
 );

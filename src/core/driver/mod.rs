@@ -29,6 +29,7 @@ mod compaction;
 mod gates;
 mod instructions;
 mod loops;
+mod mcp_approval;
 mod recovery;
 mod scheduler;
 mod step;

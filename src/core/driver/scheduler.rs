@@ -31,10 +31,9 @@ impl Turn<'_> {
         let abilities = self.env.bridge.abilities();
         for call in calls {
             let known = self.env.tools.get(&call.name);
-            let tool = known
-                .filter(|t| ToolRegistry::is_offered(t.as_ref(), mode, abilities))
-                .cloned();
-            let withheld = known.is_some() && tool.is_none();
+            let withheld = known.is_some();
+            let tool = known.filter(|t| ToolRegistry::is_offered(t.as_ref(), mode, abilities));
+            let withheld = withheld && tool.is_none();
             let parsed: Result<Value, String> =
                 serde_json::from_str(&call.arguments).map_err(|e| e.to_string());
             let (title, kind) = match (&tool, &parsed) {
@@ -42,6 +41,7 @@ impl Turn<'_> {
                 (Some(tool), Err(_)) => (tool.name().to_string(), tool.kind()),
                 (None, _) => (call.name.clone(), "other"),
             };
+            let mcp = tool.as_ref().and_then(|t| t.mcp());
             self.record(Event::ToolCall {
                 turn_id: self.turn_id.clone(),
                 call_id: call.id.clone(),
@@ -51,6 +51,7 @@ impl Turn<'_> {
                     .unwrap_or_else(|_| Value::String(call.arguments.clone())),
                 title,
                 kind: kind.to_string(),
+                mcp,
             });
             prepared.push(PreparedCall {
                 call_id: call.id.clone(),
@@ -153,6 +154,7 @@ impl Turn<'_> {
                 arguments,
                 title: call.name.clone(),
                 kind: "other".to_string(),
+                mcp: None,
             });
             self.record(Event::ToolResult {
                 turn_id: self.turn_id.clone(),

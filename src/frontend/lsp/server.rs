@@ -19,6 +19,7 @@ use super::outgoing::Outgoing;
 use super::progress::Progress;
 use crate::buffers::{self, PositionEncoding, TextChange};
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
+use crate::frontend::mcp_servers::{list_result, take_config_mcp_servers};
 use crate::frontend::updates::{daemon_error_parts, prompt_result, user_content};
 use crate::protocol::{
     CancelParams, ClientTandemCapabilities, ListSessionsParams, LoadSessionParams,
@@ -31,7 +32,7 @@ use crate::vocab::bridge::ClientAbilities;
 use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
-const TANDEM_METHODS: [&str; 8] = [
+const TANDEM_METHODS: [&str; 9] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -40,6 +41,7 @@ const TANDEM_METHODS: [&str; 8] = [
     "tandem/listSessions",
     "tandem/loadSession",
     "tandem/runTask",
+    "tandem/listMcpServers",
 ];
 
 pub struct Backend {
@@ -70,6 +72,7 @@ pub fn build_service(
     .custom_method("tandem/loadSession", Backend::load_session)
     .custom_method("tandem/cancel", Backend::cancel)
     .custom_method("tandem/runTask", Backend::run_task)
+    .custom_method("tandem/listMcpServers", Backend::list_mcp_servers)
     .finish()
 }
 
@@ -382,13 +385,19 @@ impl Backend {
                     return Err(Error::invalid_params("config: expected an object"));
                 }
             }
+            let mut config = params.config;
+            let mcp_servers =
+                take_config_mcp_servers(&mut config).map_err(Error::invalid_params)?;
             let session = self
                 .daemon
                 .new_session(NewSession {
                     workspace_folder,
                     title: params.title,
-                    config: params.config,
+                    config,
                 })
+                .map_err(daemon_error)?;
+            self.daemon
+                .add_mcp_servers(&session.id, &mcp_servers)
                 .map_err(daemon_error)?;
             Ok(NewSessionResult {
                 session_id: session.id.clone(),
@@ -478,6 +487,16 @@ impl Backend {
                 .map_err(daemon_error)?;
             session.set_mode(mode);
             Ok(SetModeResult { mode: params.mode })
+        })
+        .await
+    }
+
+    /// `{sessionId?}`: that session's MCP servers, or every one running.
+    async fn list_mcp_servers(&self, params: Value) -> Result<Value> {
+        guarded("tandem/listMcpServers", async move {
+            let session = params.get("sessionId").and_then(Value::as_str);
+            let servers = self.daemon.mcp_servers(session).map_err(daemon_error)?;
+            Ok(list_result(&servers))
         })
         .await
     }

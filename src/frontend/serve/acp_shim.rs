@@ -270,7 +270,7 @@ impl Shim {
         };
         let Some(answer) = self
             .relay
-            .call("tandem/newSession", json!({"workspaceFolder": cwd}))
+            .call("tandem/newSession", new_session_params(&cwd, params))
             .await
         else {
             return self.fail(&Some(id), -32603, "the serve did not answer");
@@ -303,6 +303,20 @@ impl Shim {
                     self.fetch_tasks(session_id, &cwd).await;
                 }
                 Err(e) => return self.fail(&Some(id), -32602, &e),
+            }
+        }
+        if let Some(list) = params.get("mcpServers").filter(|l| {
+            l.as_array().is_some_and(|a| !a.is_empty()) || !l.is_array() && !l.is_null()
+        }) {
+            let params = json!({"sessionId": session_id, "mcpServers": list});
+            match self.relay.call("tandem/addMcpServers", params).await {
+                Some(answer) if answer.get("error").is_some() => {
+                    let mut answer = answer;
+                    answer["id"] = id;
+                    return self.relay.to_editor(&answer);
+                }
+                Some(_) => {}
+                None => return self.fail(&Some(id), -32603, "the serve did not answer"),
             }
         }
         self.attach(id, session_id, replay);
@@ -346,5 +360,17 @@ impl Shim {
             task["instruction"] = json!(instruction);
         }
         self.relay_request(id, "tandem/runTask", task, prompt_answer);
+    }
+}
+
+/// `tandem/newSession` for ACP's `session/new`: the folder, and the
+/// client's MCP servers in `config.mcpServers` (the serve adds them to the
+/// session without logging them).
+fn new_session_params(cwd: &std::path::Path, params: &Value) -> Value {
+    match params.get("mcpServers") {
+        Some(list) if !list.is_null() => {
+            json!({"workspaceFolder": cwd, "config": {"mcpServers": list}})
+        }
+        _ => json!({"workspaceFolder": cwd}),
     }
 }

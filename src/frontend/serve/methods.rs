@@ -51,7 +51,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 12] = [
+pub const TANDEM_METHODS: [&str; 14] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -64,6 +64,8 @@ pub const TANDEM_METHODS: [&str; 12] = [
     "tandem/runTask",
     "tandem/taskSession",
     "tandem/listTasks",
+    "tandem/listMcpServers",
+    "tandem/addMcpServers",
 ];
 
 pub(super) type RpcResult<T> = Result<T, ErrorObjectOwned>;
@@ -278,6 +280,9 @@ async fn new_session(
         }
         (base, None) => Some(base),
     };
+    let mut config = config;
+    let mcp_servers = crate::frontend::mcp_servers::take_config_mcp_servers(&mut config)
+        .map_err(invalid_params)?;
     let session = ctx
         .daemon
         .new_session(NewSession {
@@ -285,6 +290,9 @@ async fn new_session(
             title: params.title,
             config,
         })
+        .map_err(daemon_error)?;
+    ctx.daemon
+        .add_mcp_servers(&session.id, &mcp_servers)
         .map_err(daemon_error)?;
     ctx.hub.claim_if_unowned(&session.id, conn);
     Ok(NewSessionResult {
@@ -422,6 +430,26 @@ fn register_tandem(
             .cancel(&params.session_id, params.keep_inbox)
             .map_err(daemon_error)?;
         RpcResult::Ok(Value::Null)
+    })?;
+    module.register_method("tandem/listMcpServers", |params, ctx, _| {
+        let params: Value = params.parse().unwrap_or(Value::Null);
+        let session = params.get("sessionId").and_then(Value::as_str);
+        let servers = ctx.daemon.mcp_servers(session).map_err(daemon_error)?;
+        RpcResult::Ok(crate::frontend::mcp_servers::list_result(&servers))
+    })?;
+    // `{sessionId, mcpServers}` (ACP's list): what the ACP shim sends
+    // before attaching for `session/load` and `session/resume`.
+    module.register_method("tandem/addMcpServers", |params, ctx, _| {
+        let params: Value = params.parse().unwrap_or(Value::Null);
+        let session = params["sessionId"]
+            .as_str()
+            .ok_or_else(|| invalid_params("missing string field `sessionId`"))?;
+        let servers = crate::frontend::mcp_servers::acp_mcp_servers(&params["mcpServers"])
+            .map_err(invalid_params)?;
+        ctx.daemon
+            .add_mcp_servers(session, &servers)
+            .map_err(daemon_error)?;
+        RpcResult::Ok(json!({}))
     })?;
     module.register_blocking_method("tandem/listSessions", |params, ctx, _| {
         let params: ListSessionsParams = parse(&params)?;
