@@ -110,10 +110,6 @@ pub struct InstructionFileInfo {
 pub struct PromptParams {
     pub session_id: String,
     pub prompt: Vec<ContentBlock>,
-    /// Set by the LSP frontend itself (never by the editor's value): the
-    /// key under which a `$/cancelRequest` for this request is tracked.
-    #[serde(rename = "$requestId", default, skip_serializing)]
-    pub request_key: Option<String>,
 }
 
 /// Token counts on the wire, with their cost when the model's price is
@@ -445,9 +441,6 @@ pub struct RunTaskParams {
     /// Run in this session instead of the workspace's task session.
     #[serde(default)]
     pub session_id: Option<String>,
-    /// Set by the LSP frontend itself: see [`PromptParams::request_key`].
-    #[serde(rename = "$requestId", default, skip_serializing)]
-    pub request_key: Option<String>,
 }
 
 /// The one argument of the `tandem.runTask` command, as code actions

@@ -15,6 +15,7 @@ mod exec_cli;
 mod freed_memory;
 mod guards;
 mod instructions;
+mod invalid_bodies;
 mod layers;
 mod ledger;
 mod loop_inprocess;

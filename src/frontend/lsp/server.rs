@@ -15,7 +15,6 @@ use tower_lsp::jsonrpc::{Error, ErrorCode, Result};
 use tower_lsp::lsp_types::*;
 use tower_lsp::{Client, ClientSocket, LanguageServer, LspService};
 
-use super::cancel_request::RequestCancels;
 use super::outgoing::Outgoing;
 use super::progress::Progress;
 use crate::buffers::{self, PositionEncoding, TextChange};
@@ -54,7 +53,6 @@ pub struct Backend {
     shutdown_requested: Arc<AtomicBool>,
     outgoing: Arc<Outgoing>,
     progress: Arc<Progress>,
-    request_cancels: Arc<RequestCancels>,
 }
 
 /// Builds the service with tandem's extension methods.
@@ -63,14 +61,12 @@ pub fn build_service(
     shutdown_requested: Arc<AtomicBool>,
     outgoing: Arc<Outgoing>,
     progress: Arc<Progress>,
-    request_cancels: Arc<RequestCancels>,
 ) -> (LspService<Backend>, ClientSocket) {
     LspService::build(move |_client: Client| Backend {
         daemon,
         shutdown_requested,
         outgoing,
         progress,
-        request_cancels,
     })
     .custom_method("tandem/newSession", Backend::new_session)
     .custom_method("tandem/prompt", Backend::prompt)
@@ -441,10 +437,7 @@ impl Backend {
                 message_id: message_id.clone(),
                 armed: true,
             };
-            let cancelled = params
-                .request_key
-                .as_deref()
-                .and_then(|key| self.request_cancels.token(key));
+            let cancelled = super::cancel_request::current_token();
             let receipt = match cancelled {
                 Some(token) => {
                     tokio::pin!(receipt);
@@ -605,10 +598,7 @@ impl Backend {
 
     async fn run_task(&self, params: RunTaskParams) -> Result<RunTaskResult> {
         guarded("tandem/runTask", async move {
-            let cancelled = params
-                .request_key
-                .as_deref()
-                .and_then(|key| self.request_cancels.token(key));
+            let cancelled = super::cancel_request::current_token();
             super::tasks::run_task(
                 &self.daemon,
                 &self.daemon.task_origin(),

@@ -35,6 +35,7 @@ use crate::frontend::acp::commands::{carries_file, fileless_task_prompt, slash_c
 use crate::frontend::acp::modes::{config_options, MODE_OPTION};
 use crate::frontend::acp::session::{absolute_cwd, initialize_result, list_page};
 use crate::frontend::acp::wire::error_response;
+use crate::frontend::jsonrpc_body::{self, Body};
 use crate::protocol::ContentBlock;
 use crate::vocab::approval::ApprovalMode;
 
@@ -80,8 +81,16 @@ where
         if text.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Value>(&text) {
-            Ok(message) => shim.on_editor_message(message).await,
+        // Parsed as `tandem acp` parses a line: a repeated top-level key
+        // is refused, not read as its last value.
+        match jsonrpc_body::parse(&text) {
+            Ok(Body::Object(message)) => shim.on_editor_message(Value::Object(message)).await,
+            Ok(Body::RepeatedKey { key, id }) => shim.relay.to_editor(&json!({"jsonrpc": "2.0",
+                "id": id, "error": {"code": -32600,
+                "message": format!("invalid request: {}", jsonrpc_body::repeated_key_message(&key))}})),
+            Ok(Body::Array | Body::Scalar(_)) => shim.relay.to_editor(&json!({"jsonrpc": "2.0",
+                "id": null, "error": {"code": -32600,
+                "message": "invalid request: a JSON-RPC message must be one object"}})),
             Err(e) => shim.relay.to_editor(&json!({"jsonrpc": "2.0", "id": null,
                 "error": {"code": -32700, "message": format!("parse error: {e}")}})),
         }
