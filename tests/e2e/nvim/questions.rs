@@ -147,7 +147,7 @@ T.put('asked', asked)
     );
     // The daemon's whole list is shown, one option per kind.
     assert!(
-        asked[0].ends_with(" | Reject | Always reject `echo` in this session"),
+        asked[0].ends_with(" | Reject | Always reject `echo allowed-ran` in this session"),
         "{asked:?}"
     );
     let requests = server.requests();
