@@ -75,6 +75,9 @@ acpTest(
     let c = await connect(server, { home });
     const cwd = tempDir();
     const { sessionId } = await c.agent.request("session/new", { cwd, mcpServers: [] });
+    // A prompted session: an empty one is dropped when its client goes.
+    server.push(text("first"));
+    await c.prompt(sessionId, "first");
     await c.close();
 
     c = await connect(server, { home });
@@ -83,8 +86,8 @@ acpTest(
       await c.agent.request("session/set_mode", { sessionId, modeId: "auto" });
       server.push(toolCalls([["m2", "mcp__everything__echo", { message: "after load" }]]), text("ok"));
       await c.prompt(sessionId, "echo");
-      const requests = await server.waitForRequests(2);
-      const answer = requests[1].body.messages.find((m) => m.role === "tool" && m.tool_call_id === "m2");
+      const requests = await server.waitForRequests(3);
+      const answer = requests[2].body.messages.find((m) => m.role === "tool" && m.tool_call_id === "m2");
       assert.equal(answer.content, "Echo: after load");
     } finally {
       await c.close();
