@@ -185,6 +185,7 @@ fn realistic_events() -> Vec<Event> {
                     arguments: json!({"path": format!("src/mod_{turn}.rs"), "offset": step * 100}),
                     title: format!("Read src/mod_{turn}.rs"),
                     kind: "read".into(),
+                    mcp: None,
                 });
                 events.push(Event::ToolStarted {
                     turn_id: turn_id.clone(),

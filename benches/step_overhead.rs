@@ -269,6 +269,7 @@ async fn run(server: &Arc<ModelServer>, target: usize, durability: Durability) -
         "{target} messages, {}",
         match durability {
             Durability::Fsync => "fsync (default)",
+            Durability::FsyncInBackground => "fsync in the background (serve)",
             Durability::Flush => "TANDEM_FSYNC=0",
         }
     );
@@ -491,6 +492,7 @@ async fn main() {
         for durability in [Durability::Fsync, Durability::Flush] {
             let name = match durability {
                 Durability::Fsync => format!("{target}-fsync"),
+                Durability::FsyncInBackground => format!("{target}-fsync-background"),
                 Durability::Flush => format!("{target}-flush"),
             };
             let wanted = if only.is_empty() {

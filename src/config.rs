@@ -17,6 +17,7 @@ use crate::vocab::approval::ApprovalMode;
 
 pub mod budget;
 pub mod instructions;
+pub mod mcp_servers;
 pub mod sandbox;
 pub mod tasks;
 
@@ -237,6 +238,8 @@ pub struct Config {
     /// [`tasks::TaskCatalog::from_config`], so one bad task never makes
     /// the whole configuration invalid.
     pub tasks: std::collections::BTreeMap<String, Value>,
+    /// `[mcp_servers.<name>]` (config/mcp_servers.rs).
+    pub mcp_servers: std::collections::BTreeMap<String, mcp_servers::McpServerConfig>,
 }
 
 /// A configuration problem, naming where it came from.

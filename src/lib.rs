@@ -10,6 +10,7 @@ pub mod buffers;
 pub mod config;
 pub mod core;
 pub mod frontend;
+pub mod mcp;
 pub mod protocol;
 pub mod provider;
 pub mod tools;

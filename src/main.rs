@@ -331,7 +331,9 @@ fn main() -> ExitCode {
     };
     let code = runtime.block_on(async {
         match cli.command {
-            Some(Command::Lsp { attach: false, .. }) => serve_lsp(tokio::io::stdin()).await,
+            Some(Command::Lsp { attach: false, .. }) => {
+                serve_lsp(tandem::frontend::stdin_reader()).await
+            }
             Some(Command::Lsp { attach: true, .. }) => ExitCode::from(
                 tandem::frontend::serve::shim::run(tokio::io::stdin(), tandem_home()).await,
             ),

@@ -107,10 +107,6 @@ pub struct InstructionFileInfo {
 pub struct PromptParams {
     pub session_id: String,
     pub prompt: Vec<ContentBlock>,
-    /// Set by the LSP frontend itself (never by the editor's value): the
-    /// key under which a `$/cancelRequest` for this request is tracked.
-    #[serde(rename = "$requestId", default, skip_serializing)]
-    pub request_key: Option<String>,
 }
 
 /// Token counts on the wire, with their cost when the model's price is
@@ -245,6 +241,13 @@ pub enum ToolCallContent {
 }
 
 /// `update` of a `tandem/update` notification, tagged by `sessionUpdate`.
+/// The MCP server and tool of a call (`tool_call`'s `mcp`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireMcpTarget {
+    pub server: String,
+    pub tool: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "sessionUpdate", rename_all = "snake_case")]
 pub enum SessionUpdate {
@@ -281,6 +284,9 @@ pub enum SessionUpdate {
         kind: String,
         status: String,
         raw_input: Value,
+        /// tandem extension: with `kind: "mcp"`, the server and its tool.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mcp: Option<WireMcpTarget>,
     },
     #[serde(rename_all = "camelCase")]
     ToolCallUpdate {
@@ -428,9 +434,6 @@ pub struct RunTaskParams {
     /// Run in this session instead of the workspace's task session.
     #[serde(default)]
     pub session_id: Option<String>,
-    /// Set by the LSP frontend itself: see [`PromptParams::request_key`].
-    #[serde(rename = "$requestId", default, skip_serializing)]
-    pub request_key: Option<String>,
 }
 
 /// The one argument of the `tandem.runTask` command, as code actions

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -28,8 +28,10 @@ use super::spend::SpendBook;
 use super::tasks::{config_roots, TaskOrigin, TaskState};
 use crate::buffers::BufferCache;
 use crate::config::instructions::user_instructions_dir;
+use crate::config::mcp_servers::McpServerConfig;
 use crate::config::tasks::TaskCatalog;
 use crate::config::{Config, ConfigBuilder, ConfigError};
+use crate::mcp::{McpHub, McpServer, SessionMcp};
 use crate::tools::{Tool, ToolRegistry};
 use crate::vocab::bridge::ClientBridge;
 use crate::vocab::event::UserContent;
@@ -84,6 +86,13 @@ pub struct Daemon {
     bridge_for: Mutex<Option<BridgeFactory>>,
     /// Today's spending per workspace, read from the logs once a day.
     spend: Arc<SpendBook>,
+    /// The MCP servers of every session.
+    mcp: McpHub,
+    /// Each session's MCP servers (held by its task while it runs).
+    session_mcp: Mutex<HashMap<String, Weak<SessionMcp>>>,
+    /// MCP servers given for a session on disk before it is loaded (the
+    /// serve's shim sends them ahead of its attach).
+    pending_mcp: Mutex<HashMap<String, std::collections::BTreeMap<String, McpServerConfig>>>,
     /// Where the user's own instruction files are.
     user_instructions: Option<PathBuf>,
 }
@@ -116,6 +125,9 @@ impl Daemon {
             tasks_state: TaskState::default(),
             bridge_for: Mutex::new(None),
             spend,
+            mcp: McpHub::default(),
+            session_mcp: Mutex::new(HashMap::new()),
+            pending_mcp: Mutex::new(HashMap::new()),
             user_instructions,
         })
     }
@@ -411,6 +423,24 @@ impl Daemon {
         {
             tools.register(tool.clone());
         }
+        // The session's MCP servers start now, concurrently; its first
+        // turn waits for them up to their startup timeouts.
+        let mcp = Arc::new(SessionMcp::new(
+            self.mcp.servers_for(&session.config.mcp_servers),
+        ));
+        let pending = self
+            .pending_mcp
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&session.id);
+        if let Some(pending) = pending {
+            mcp.add(self.mcp.servers_for(&pending));
+        }
+        tools.add_source(mcp.clone());
+        self.session_mcp
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(session.id.clone(), Arc::downgrade(&mcp));
         let env = SessionEnv {
             provider,
             tools,
@@ -433,6 +463,65 @@ impl Daemon {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(session.id.clone(), session);
+    }
+
+    /// Adds MCP servers to a running session (ACP's `mcpServers`, given
+    /// with each `session/new`, `load` and `resume` and never logged: their
+    /// `env` may hold the client's secrets). A server of the same name
+    /// replaces the configuration's.
+    pub fn add_mcp_servers(
+        &self,
+        session_id: &str,
+        servers: &std::collections::BTreeMap<String, McpServerConfig>,
+    ) -> Result<(), DaemonError> {
+        if servers.is_empty() {
+            return Ok(());
+        }
+        let running = self
+            .session_mcp
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session_id)
+            .and_then(Weak::upgrade);
+        if let Some(mcp) = running {
+            mcp.add(self.mcp.servers_for(servers));
+            return Ok(());
+        }
+        // A session on disk, not loaded yet: its servers start with it.
+        let on_disk = valid_session_id(session_id)
+            && self
+                .sessions_dir()
+                .join(format!("{session_id}.jsonl"))
+                .exists();
+        if !on_disk {
+            return Err(DaemonError::UnknownSession(session_id.to_string()));
+        }
+        self.pending_mcp
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(session_id.to_string(), servers.clone());
+        Ok(())
+    }
+
+    /// The MCP servers of a session, or every server the daemon runs.
+    pub fn mcp_servers(
+        &self,
+        session_id: Option<&str>,
+    ) -> Result<Vec<Arc<McpServer>>, DaemonError> {
+        match session_id {
+            None => Ok(self.mcp.running()),
+            Some(id) => {
+                self.session(id)?;
+                Ok(self
+                    .session_mcp
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(id)
+                    .and_then(Weak::upgrade)
+                    .map(|mcp| mcp.servers())
+                    .unwrap_or_default())
+            }
+        }
     }
 
     pub fn session(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
@@ -520,6 +609,10 @@ impl Daemon {
     /// logs. Safe to call more than once.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
+        // The MCP servers first, while the sessions still hold them: each
+        // gets TERM and its grace before KILL (a server dropped with the
+        // last session is stopped on a task the exiting runtime may cut).
+        self.mcp.shutdown().await;
         let tasks: Vec<JoinHandle<()>> = self
             .tasks
             .lock()

@@ -204,6 +204,7 @@ mod tests {
             arguments,
             title: String::new(),
             kind: String::new(),
+            mcp: None,
         }
     }
 

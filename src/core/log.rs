@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use super::liveness::process_alive;
 use super::output_budget::OutputBudget;
 use crate::vocab::event::Event;
 
@@ -99,9 +100,16 @@ impl EventSink for NullSink {
 /// How hard `append` works to make boundaries durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
-    /// Flush and fsync boundaries (the default).
+    /// Flush and fsync boundaries on append (the default).
     #[default]
     Fsync,
+    /// Fsync boundaries too, but on the blocking pool, never on the
+    /// appending thread (`tandem serve`, whose one thread streams every
+    /// session): a boundary's line is written at once, and the sink hears
+    /// of it, and of every event after it, only once the fsync is done, in
+    /// log order. What acknowledges an event to a client waits for
+    /// [`SessionLog::durable`]. Outside a tokio runtime it is `Fsync`.
+    FsyncInBackground,
     /// Flush boundaries to the OS but do not fsync (benchmarks, tmpfs).
     Flush,
 }
@@ -112,6 +120,21 @@ struct Writer {
     /// Set when a write failed; later appends keep going in memory and the
     /// error is reported once.
     failed: bool,
+    /// `FsyncInBackground`: events written and not yet told to the sink,
+    /// oldest first — a boundary waiting for its fsync, and everything
+    /// appended after it (so the sink hears of events in log order).
+    held: std::collections::VecDeque<LoggedEvent>,
+    /// A blocking task is fsyncing and telling `held`.
+    draining: bool,
+    /// Every line up to this sequence number is fsynced.
+    synced: u64,
+}
+
+/// What the background fsync shares with the log.
+struct Shared {
+    writer: Mutex<Writer>,
+    /// The highest sequence number the sink has been told.
+    told: tokio::sync::watch::Sender<u64>,
 }
 
 /// The log of one session, shared by its driver and its frontends.
@@ -119,9 +142,75 @@ pub struct SessionLog {
     session_id: String,
     path: PathBuf,
     durability: Durability,
-    writer: Mutex<Writer>,
+    shared: Arc<Shared>,
     sink: Arc<dyn EventSink>,
     _lock: SessionLock,
+}
+
+impl Shared {
+    fn new(file: BufWriter<File>, next_seq: u64) -> Arc<Shared> {
+        Arc::new(Shared {
+            writer: Mutex::new(Writer {
+                file,
+                next_seq,
+                failed: false,
+                held: Default::default(),
+                draining: false,
+                synced: next_seq - 1,
+            }),
+            told: tokio::sync::watch::Sender::new(next_seq - 1),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn mark_told(&self, seq: u64) {
+        self.told.send_modify(|told| *told = (*told).max(seq));
+    }
+
+    /// The background half of `FsyncInBackground` (on the blocking pool):
+    /// fsyncs what `held` needs, tells the sink what is durable, in order,
+    /// until nothing is held.
+    fn drain(&self, session_id: &str, sink: &dyn EventSink) {
+        loop {
+            let (target, file) = {
+                let mut writer = self.lock();
+                if writer.held.is_empty() {
+                    writer.draining = false;
+                    return;
+                }
+                let synced = writer.synced;
+                let needs_fsync = writer
+                    .held
+                    .iter()
+                    .any(|e| e.seq > synced && e.event.is_durable_boundary());
+                let file = needs_fsync
+                    .then(|| writer.file.get_ref().try_clone().ok())
+                    .flatten();
+                (writer.next_seq - 1, file)
+            };
+            let synced = file.is_some();
+            if let Some(file) = file {
+                if let Err(e) = file.sync_data() {
+                    tracing::error!(session = %session_id, "session log fsync failed: {e}");
+                }
+            }
+            let told: Vec<LoggedEvent> = {
+                let mut writer = self.lock();
+                if synced {
+                    writer.synced = writer.synced.max(target);
+                }
+                let ready = writer.held.iter().take_while(|e| e.seq <= target).count();
+                writer.held.drain(..ready).collect()
+            };
+            for event in &told {
+                sink.on_event(session_id, event);
+                self.mark_told(event.seq);
+            }
+        }
+    }
 }
 
 /// Why a log could not be opened.
@@ -143,7 +232,8 @@ pub enum LogError {
 }
 
 /// `sessions/<id>.lock`: one writer per session. Holds the owner's pid; a
-/// lock whose owner is gone is stale and taken over.
+/// lock whose owner is gone, or a zombie, is stale and taken over (the
+/// semantics are [`crate::core::liveness`]'s).
 struct SessionLock {
     path: PathBuf,
 }
@@ -162,7 +252,7 @@ impl SessionLock {
                         .ok()
                         .and_then(|s| s.trim().parse::<u32>().ok());
                     match pid {
-                        Some(pid) if pid_alive(pid) => {
+                        Some(pid) if process_alive(pid) => {
                             return Err(LogError::Locked {
                                 session_id: session_id.to_string(),
                                 pid,
@@ -199,12 +289,7 @@ pub fn lock_owner(dir: &Path, session_id: &str) -> Option<u32> {
         .trim()
         .parse::<u32>()
         .ok()?;
-    pid_alive(pid).then_some(pid)
-}
-
-/// Whether a process with this pid exists (Linux: `/proc/<pid>`).
-fn pid_alive(pid: u32) -> bool {
-    pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists()
+    process_alive(pid).then_some(pid)
 }
 
 impl SessionLog {
@@ -233,7 +318,7 @@ impl SessionLog {
             .and_then(|_| file.write_all(b"\n"))
             .and_then(|_| file.flush())
             .and_then(|_| match durability {
-                Durability::Fsync => file.get_ref().sync_data(),
+                Durability::Fsync | Durability::FsyncInBackground => file.get_ref().sync_data(),
                 Durability::Flush => Ok(()),
             });
         written.map_err(io)?;
@@ -241,11 +326,7 @@ impl SessionLog {
             session_id: header.session_id.clone(),
             path,
             durability,
-            writer: Mutex::new(Writer {
-                file,
-                next_seq: 1,
-                failed: false,
-            }),
+            shared: Shared::new(file, 1),
             sink,
             _lock: lock,
         })
@@ -282,11 +363,7 @@ impl SessionLog {
             session_id: contents.header.session_id.clone(),
             path: path.to_path_buf(),
             durability,
-            writer: Mutex::new(Writer {
-                file: BufWriter::with_capacity(64 * 1024, file),
-                next_seq,
-                failed: false,
-            }),
+            shared: Shared::new(BufWriter::with_capacity(64 * 1024, file), next_seq),
             sink,
             _lock: lock,
         };
@@ -326,8 +403,18 @@ impl SessionLog {
 
     fn append_marked(&self, event: Event, recovered: Option<Recovered>) -> LoggedEvent {
         let durable = event.is_durable_boundary();
-        let logged = {
-            let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let runtime = match self.durability {
+            Durability::FsyncInBackground => tokio::runtime::Handle::try_current().ok(),
+            _ => None,
+        };
+        let fsync_now = durable
+            && match self.durability {
+                Durability::Fsync => true,
+                Durability::FsyncInBackground => runtime.is_none(),
+                Durability::Flush => false,
+            };
+        let (logged, after) = {
+            let mut writer = self.shared.lock();
             let logged = LoggedEvent {
                 seq: writer.next_seq,
                 ts: now_rfc3339(),
@@ -335,28 +422,83 @@ impl SessionLog {
                 event,
             };
             writer.next_seq += 1;
-            if let Err(e) = write_line(&mut writer.file, &logged, durable, self.durability) {
+            if let Err(e) = write_line(&mut writer.file, &logged, fsync_now) {
                 if !writer.failed {
                     tracing::error!(session = %self.session_id, path = %self.path.display(), "session log write failed: {e}");
                 }
                 writer.failed = true;
             }
-            logged
+            // Held back: a boundary until its fsync is done, anything after
+            // one until it has been told.
+            // While a drain runs, everything waits its turn behind it (an
+            // event from a thread outside the runtime too).
+            let hold = writer.draining || (durable && runtime.is_some());
+            match runtime {
+                _ if hold => {
+                    writer.held.push_back(logged.clone());
+                    let start = !writer.draining;
+                    writer.draining = true;
+                    (logged, runtime.filter(|_| start))
+                }
+                _ => {
+                    drop(writer);
+                    self.sink.on_event(&self.session_id, &logged);
+                    self.shared.mark_told(logged.seq);
+                    (logged, None)
+                }
+            }
         };
-        self.sink.on_event(&self.session_id, &logged);
+        if let Some(runtime) = after {
+            let (shared, sink) = (self.shared.clone(), self.sink.clone());
+            let session_id = self.session_id.clone();
+            runtime.spawn_blocking(move || shared.drain(&session_id, sink.as_ref()));
+        }
         logged
     }
 
+    /// Waits until every event appended so far is durable (as its
+    /// [`Durability`] makes it) and told to the sink. Immediate unless the
+    /// log fsyncs in the background; what acknowledges an input to a
+    /// client (a steer's answer, a prompt's receipt) waits for this first.
+    pub async fn durable(&self) {
+        let last = self.shared.lock().next_seq - 1;
+        let mut told = self.shared.told.subscribe();
+        let _ = told.wait_for(|&told| told >= last).await;
+    }
+
     /// Makes everything appended so far durable (fsync, unless the log was
-    /// opened with [`Durability::Flush`]).
+    /// opened with [`Durability::Flush`]), blocking the caller.
     pub fn sync(&self) {
         if self.durability == Durability::Flush {
             return;
         }
-        let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let writer = self.shared.lock();
         if let Err(e) = writer.file.get_ref().sync_data() {
             tracing::error!(session = %self.session_id, "session log fsync failed: {e}");
         }
+    }
+
+    /// [`SessionLog::sync`] for async callers: the fsync runs on the
+    /// blocking pool and this waits for it, so the caller's thread keeps
+    /// serving other sessions meanwhile (outside a runtime: `sync`).
+    pub async fn synced(&self) {
+        if self.durability == Durability::Flush {
+            return;
+        }
+        let (Ok(runtime), Ok(file)) = (
+            tokio::runtime::Handle::try_current(),
+            self.shared.lock().file.get_ref().try_clone(),
+        ) else {
+            return self.sync();
+        };
+        let session = self.session_id.clone();
+        let _ = runtime
+            .spawn_blocking(move || {
+                if let Err(e) = file.sync_data() {
+                    tracing::error!(session = %session, "session log fsync failed: {e}");
+                }
+            })
+            .await;
     }
 
     /// Starts making everything appended so far durable without waiting
@@ -369,10 +511,10 @@ impl SessionLog {
         if self.durability == Durability::Flush {
             return;
         }
-        let (Ok(runtime), Ok(file)) = (tokio::runtime::Handle::try_current(), {
-            let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-            writer.file.get_ref().try_clone()
-        }) else {
+        let (Ok(runtime), Ok(file)) = (
+            tokio::runtime::Handle::try_current(),
+            self.shared.lock().file.get_ref().try_clone(),
+        ) else {
             return self.sync();
         };
         let session = self.session_id.clone();
@@ -387,8 +529,7 @@ impl SessionLog {
 fn write_line(
     file: &mut BufWriter<File>,
     logged: &LoggedEvent,
-    durable: bool,
-    durability: Durability,
+    fsync: bool,
 ) -> std::io::Result<()> {
     serde_json::to_writer(&mut *file, logged)?;
     file.write_all(b"\n")?;
@@ -396,7 +537,7 @@ fn write_line(
     // nothing it logged); boundaries are also fsynced, so a power loss
     // loses at most streamed chunks.
     file.flush()?;
-    if durable && durability == Durability::Fsync {
+    if fsync {
         file.get_ref().sync_data()?;
     }
     Ok(())
@@ -496,179 +637,5 @@ pub fn read_log(path: &Path) -> Result<(LogHeader, Vec<LoggedEvent>), LogError> 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::vocab::event::{StopReason, Usage};
-
-    struct Collect(Mutex<Vec<u64>>);
-    impl EventSink for Collect {
-        fn on_event(&self, _session_id: &str, event: &LoggedEvent) {
-            self.0.lock().unwrap().push(event.seq);
-        }
-    }
-
-    #[test]
-    fn appended_events_read_back_in_order_with_sequence_numbers() {
-        let dir = tempfile::tempdir().unwrap();
-        let sink = Arc::new(Collect(Mutex::new(Vec::new())));
-        let header = LogHeader {
-            tandem_log: LOG_VERSION,
-            session_id: "s1".into(),
-            created: now_rfc3339(),
-            title: None,
-            workspace: vec![],
-            workspace_folder: None,
-            config: None,
-            kind: None,
-        };
-        let log = SessionLog::create(dir.path(), &header, Durability::Flush, sink.clone()).unwrap();
-        log.append(Event::TurnStart {
-            turn_id: "t1".into(),
-        });
-        log.append(Event::AssistantChunk {
-            turn_id: "t1".into(),
-            step: 1,
-            attempt: 1,
-            text: "hi".into(),
-        });
-        log.append(Event::TurnEnd {
-            turn_id: "t1".into(),
-            stop_reason: StopReason::EndTurn,
-            message: None,
-            usage: Usage::default(),
-            cost_usd: None,
-        });
-        let (read_header, events) = read_log(log.path()).unwrap();
-        assert_eq!(read_header, header);
-        assert_eq!(
-            events.iter().map(|e| e.seq).collect::<Vec<_>>(),
-            vec![1, 2, 3]
-        );
-        assert!(matches!(events[2].event, Event::TurnEnd { .. }));
-        assert_eq!(*sink.0.lock().unwrap(), vec![1, 2, 3]);
-    }
-
-    fn header(id: &str) -> LogHeader {
-        LogHeader {
-            tandem_log: LOG_VERSION,
-            session_id: id.into(),
-            created: now_rfc3339(),
-            title: None,
-            workspace: vec![],
-            workspace_folder: None,
-            config: None,
-            kind: None,
-        }
-    }
-
-    #[test]
-    fn a_torn_last_line_is_skipped_and_cut_before_appending() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = {
-            let log = SessionLog::create(
-                dir.path(),
-                &header("torn"),
-                Durability::Flush,
-                Arc::new(NullSink),
-            )
-            .unwrap();
-            log.append(Event::TurnStart {
-                turn_id: "t1".into(),
-            });
-            log.sync();
-            log.path().to_path_buf()
-        };
-        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
-        file.write_all(br#"{"seq":2,"ts":"x","type":"turn_"#)
-            .unwrap();
-        drop(file);
-        let contents = read_log_contents(&path).unwrap();
-        assert!(contents.torn_tail);
-        assert_eq!(contents.events.len(), 1);
-        let (log, _, events) =
-            SessionLog::open(&path, Durability::Flush, Arc::new(NullSink)).unwrap();
-        assert_eq!(events.len(), 1);
-        let appended = log.append(Event::TurnStart {
-            turn_id: "t2".into(),
-        });
-        assert_eq!(appended.seq, 2);
-        log.sync();
-        let contents = read_log_contents(&path).unwrap();
-        assert!(!contents.torn_tail);
-        assert_eq!(contents.events.len(), 2);
-    }
-
-    #[test]
-    fn a_log_from_a_newer_version_is_refused_and_left_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("future.jsonl");
-        let text = "{\"tandem_log\":99,\"session_id\":\"future\",\"created\":\"x\"}\n{\"seq\":1}\n";
-        std::fs::write(&path, text).unwrap();
-        let err = SessionLog::open(&path, Durability::Flush, Arc::new(NullSink))
-            .err()
-            .unwrap();
-        assert!(
-            matches!(err, LogError::NewerVersion { found: 99, .. }),
-            "{err}"
-        );
-        assert!(err.to_string().contains("newer tandem"), "{err}");
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
-    }
-
-    #[test]
-    fn a_second_writer_is_refused_while_the_first_holds_the_lock() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = SessionLog::create(
-            dir.path(),
-            &header("locked"),
-            Durability::Flush,
-            Arc::new(NullSink),
-        )
-        .unwrap();
-        // Pretend another live process holds it: pid 1 always exists.
-        std::fs::write(dir.path().join("locked.lock"), "1").unwrap();
-        let err = SessionLog::open(log.path(), Durability::Flush, Arc::new(NullSink))
-            .err()
-            .unwrap();
-        assert!(matches!(err, LogError::Locked { pid: 1, .. }), "{err}");
-    }
-
-    #[test]
-    fn a_stale_lock_from_a_dead_process_is_taken_over() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = {
-            let log = SessionLog::create(
-                dir.path(),
-                &header("stale"),
-                Durability::Flush,
-                Arc::new(NullSink),
-            )
-            .unwrap();
-            log.path().to_path_buf()
-        };
-        // No process has pid u32::MAX - 1.
-        std::fs::write(dir.path().join("stale.lock"), format!("{}", u32::MAX - 1)).unwrap();
-        assert!(SessionLog::open(&path, Durability::Flush, Arc::new(NullSink)).is_ok());
-    }
-
-    #[test]
-    fn creating_an_existing_log_fails_instead_of_overwriting() {
-        let dir = tempfile::tempdir().unwrap();
-        let header = LogHeader {
-            tandem_log: LOG_VERSION,
-            session_id: "dup".into(),
-            created: now_rfc3339(),
-            title: None,
-            workspace: vec![],
-            workspace_folder: None,
-            config: None,
-            kind: None,
-        };
-        let first =
-            SessionLog::create(dir.path(), &header, Durability::Flush, Arc::new(NullSink)).unwrap();
-        drop(first);
-        assert!(
-            SessionLog::create(dir.path(), &header, Durability::Flush, Arc::new(NullSink)).is_err()
-        );
-    }
-}
+#[path = "log_tests.rs"]
+mod tests;

@@ -8,6 +8,7 @@ pub mod guards;
 pub mod history;
 pub mod instructions;
 pub mod ledger;
+pub mod liveness;
 pub mod log;
 pub mod output_budget;
 pub mod projection;

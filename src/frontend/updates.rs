@@ -10,7 +10,8 @@ use crate::core::log::LoggedEvent;
 use crate::core::session::TurnReceipt;
 use crate::protocol::{
     error_code, ContentBlock, EmbeddedResource, PlanEntry, PromptResult, RequestUserInputParams,
-    SessionUpdate, ToolCallContent, UpdateParams, WireQuestion, WireQuestionOption, WireUsage,
+    SessionUpdate, ToolCallContent, UpdateParams, WireMcpTarget, WireQuestion, WireQuestionOption,
+    WireUsage,
 };
 use crate::vocab::bridge::{Question, UserInputRequest};
 use crate::vocab::event::{Event, InputQueue, ToolStatus, Usage, UserContent};
@@ -114,6 +115,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             arguments,
             title,
             kind,
+            mcp,
             ..
         } => SessionUpdate::ToolCall {
             tool_call_id: call_id.clone(),
@@ -121,6 +123,10 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             kind: kind.clone(),
             status: "pending".to_string(),
             raw_input: arguments.clone(),
+            mcp: mcp.as_ref().map(|m| WireMcpTarget {
+                server: m.server.clone(),
+                tool: m.tool.clone(),
+            }),
         },
         Event::ToolStarted { call_id, .. } => SessionUpdate::ToolCallUpdate {
             tool_call_id: call_id.clone(),
@@ -250,6 +256,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         Event::TurnStart { .. }
         | Event::ApprovalDecided { .. }
         | Event::HistoryRepaired { .. }
+        | Event::ResultsShrunk { .. }
         | Event::LoopDetected { .. }
         | Event::StepStart { .. }
         | Event::AssistantMessage { .. }

@@ -26,6 +26,7 @@ use crate::buffers::BufferCache;
 use crate::provider::ToolSpec;
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::{ClientAbilities, ClientBridge, NoClient};
+pub use crate::vocab::event::McpTarget;
 use crate::vocab::plan::PlanStep;
 use crate::workspace::Workspace;
 
@@ -151,8 +152,8 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(
 
 #[async_trait::async_trait]
 pub trait Tool: Send + Sync {
-    fn name(&self) -> &'static str;
-    fn description(&self) -> &'static str;
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
     /// JSON schema of the arguments object.
     fn parameters(&self) -> Value;
     fn mode(&self) -> ExecMode;
@@ -168,6 +169,24 @@ pub trait Tool: Send + Sync {
     fn timeout(&self) -> Option<std::time::Duration> {
         None
     }
+    /// The MCP server and tool behind this tool; `None` for tandem's own.
+    fn mcp(&self) -> Option<McpTarget> {
+        None
+    }
+    /// The tool is annotated as changing nothing (MCP's `readOnlyHint`):
+    /// read-only mode offers it whatever its approval class.
+    fn read_only_hint(&self) -> bool {
+        self.approval() == ApprovalClass::Read
+    }
+}
+
+/// Tools that come and go while a session runs (an MCP server's): asked
+/// for the current list at every step.
+#[async_trait::async_trait]
+pub trait ToolSource: Send + Sync {
+    fn tools(&self) -> Vec<Arc<dyn Tool>>;
+    /// Waits until the source has its first list (or gave up on it).
+    async fn wait_ready(&self) {}
 }
 
 /// The time limit of the read tools (walks and searches of big trees).
@@ -177,6 +196,8 @@ pub const READ_TOOL_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
+    /// Asked after the fixed tools; a name already taken is skipped.
+    sources: Vec<Arc<dyn ToolSource>>,
 }
 
 impl ToolRegistry {
@@ -209,6 +230,7 @@ impl ToolRegistry {
                 tool.approval(),
                 ApprovalClass::Edit | ApprovalClass::Execute
             )
+            && !(tool.mcp().is_some() && tool.read_only_hint())
         {
             return false;
         }
@@ -220,7 +242,7 @@ impl ToolRegistry {
 
     /// The specs of the tools offered in this mode to this client.
     pub fn offered(&self, mode: ApprovalMode, abilities: ClientAbilities) -> Vec<ToolSpec> {
-        self.tools
+        self.all()
             .iter()
             .filter(|t| Self::is_offered(t.as_ref(), mode, abilities))
             .map(|t| ToolSpec {
@@ -236,8 +258,37 @@ impl ToolRegistry {
         self.tools.push(tool);
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.iter().find(|t| t.name() == name)
+    /// Adds tools that change while the session runs.
+    pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.push(source);
+    }
+
+    /// Waits until every source has its first list of tools.
+    pub async fn wait_ready(&self) {
+        futures::future::join_all(self.sources.iter().map(|s| s.wait_ready())).await;
+    }
+
+    /// The fixed tools, then the sources' tools whose names are free.
+    fn all(&self) -> Vec<Arc<dyn Tool>> {
+        let mut all = self.tools.clone();
+        for source in &self.sources {
+            for tool in source.tools() {
+                if !all.iter().any(|t| t.name() == tool.name()) {
+                    all.push(tool);
+                }
+            }
+        }
+        all
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        if let Some(tool) = self.tools.iter().find(|t| t.name() == name) {
+            return Some(tool.clone());
+        }
+        self.sources
+            .iter()
+            .flat_map(|s| s.tools())
+            .find(|t| t.name() == name)
     }
 }
 

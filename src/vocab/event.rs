@@ -60,6 +60,9 @@ pub enum StopReason {
     BudgetExceeded,
     /// The history was compacted again and again with no progress between.
     CompactionSpiral,
+    /// The provider said the request does not fit its context window and
+    /// nothing in it could be shrunk further.
+    ContextOverflow,
 }
 
 impl StopReason {
@@ -78,6 +81,7 @@ impl StopReason {
             StopReason::Interrupted => "interrupted",
             StopReason::BudgetExceeded => "budget_exceeded",
             StopReason::CompactionSpiral => "compaction_spiral",
+            StopReason::ContextOverflow => "context_overflow",
         }
     }
 }
@@ -100,6 +104,14 @@ pub enum FinishReason {
 
 /// A tool call as the model made it. `arguments` is the raw JSON text the
 /// model produced; it may be malformed, which is the tool's error to report.
+/// Which MCP server and which of its tools a call went to (the tool's own
+/// name, before tandem's `mcp__<server>__<tool>` naming).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpTarget {
+    pub server: String,
+    pub tool: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallRequest {
     pub id: String,
@@ -293,6 +305,9 @@ pub enum Event {
         arguments: Value,
         title: String,
         kind: String,
+        /// The MCP server and tool, for a tool of an MCP server.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mcp: Option<McpTarget>,
     },
     /// A piece of a running tool's output (buffered like chunks).
     ToolOutput {
@@ -432,6 +447,25 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         about: Option<String>,
     },
+    // Context overflow that compaction cannot fix (issue 28).
+    /// After the provider said the request does not fit its context, the
+    /// newest tool results were cut head-and-tail to fit (each to
+    /// `kept_bytes`, a note saying so in what the model reads); the
+    /// original outputs stay in their `tool_result` events.
+    ResultsShrunk {
+        turn_id: TurnId,
+        step: u32,
+        results: Vec<ShrunkResult>,
+    },
+}
+
+/// One tool result cut by `results_shrunk`: its size in the model's
+/// context before, and the bytes of it that were kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShrunkResult {
+    pub call_id: String,
+    pub from_bytes: usize,
+    pub kept_bytes: usize,
 }
 
 /// One file of a tool's change: absolute path, the text before (none for a
@@ -464,6 +498,7 @@ impl Event {
             | Event::UserMessage { turn_id, .. }
             | Event::InputClaimed { turn_id, .. }
             | Event::HistoryRepaired { turn_id, .. }
+            | Event::ResultsShrunk { turn_id, .. }
             | Event::Compacted { turn_id, .. }
             | Event::LoopDetected { turn_id, .. }
             | Event::StepStart { turn_id, .. }

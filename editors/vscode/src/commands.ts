@@ -62,6 +62,17 @@ export const COMMANDS: Record<string, Factory> = {
     const id = proposalOf(uri);
     if (id) review.reject(id);
   },
+  'tandem.mcpServers': ({ ctx, chat }) => async () => {
+    const client = await ctx.ensureClient();
+    if (!client) return;
+    const sessionId = chat.sessionId;
+    const { servers } = await client.sendRequest(ext.listMcpServers, sessionId ? { sessionId } : {});
+    await vscode.window.showQuickPick(mcpServerItems(servers), {
+      title: 'tandem: MCP Servers',
+      placeHolder: servers.length ? 'The session\'s MCP servers and their tools' : 'No MCP servers (configure [mcp_servers.<name>] in config.toml)',
+      matchOnDescription: true,
+    });
+  },
   'tandem.setApiKey': ({ ctx }) => async () => {
     const key = await vscode.window.showInputBox({
       title: 'tandem: API key',
@@ -75,3 +86,16 @@ export const COMMANDS: Record<string, Factory> = {
     await ctx.restart();
   },
 };
+
+/** One item per server (its state, and its error when it failed), then its tools. */
+export function mcpServerItems(servers: ext.McpServerInfo[]): vscode.QuickPickItem[] {
+  return servers.flatMap((s) => [
+    { label: s.name, kind: vscode.QuickPickItemKind.Separator },
+    {
+      label: `${s.state === 'ready' ? '$(check)' : s.state === 'failed' ? '$(error)' : '$(loading~spin)'} ${s.name}: ${s.state}`,
+      detail: s.error,
+      description: `${s.tools.length} tool${s.tools.length === 1 ? '' : 's'}`,
+    },
+    ...s.tools.map((t) => ({ label: `    ${t.name}`, description: t.readOnly ? 'read-only' : undefined, detail: t.description })),
+  ]);
+}

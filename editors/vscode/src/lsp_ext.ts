@@ -23,7 +23,8 @@ export interface Usage {
 
 export type StopReason =
   | 'end_turn' | 'max_tokens' | 'max_iterations' | 'token_budget' | 'timeout'
-  | 'loop_detected' | 'refusal' | 'cancelled' | 'blocked' | 'error' | 'interrupted';
+  | 'loop_detected' | 'refusal' | 'cancelled' | 'blocked' | 'error' | 'interrupted'
+  | 'context_overflow';
 
 // ---- editor -> daemon ------------------------------------------------------
 
@@ -58,6 +59,16 @@ export interface SessionSummary {
 }
 export const listSessions = new RequestType<{ workspaceFolder?: string }, { sessions: SessionSummary[] }, void>(
   'tandem/listSessions',
+);
+/** `tandem/listMcpServers` (protocol.md, MCP servers). */
+export interface McpServerInfo {
+  name: string;
+  state: 'starting' | 'ready' | 'failed' | 'stopped';
+  error?: string;
+  tools: { name: string; tool: string; description: string; readOnly: boolean }[];
+}
+export const listMcpServers = new RequestType<{ sessionId?: string }, { servers: McpServerInfo[] }, void>(
+  'tandem/listMcpServers',
 );
 export const loadSession = new RequestType<{ sessionId: string }, { sessionId: string; replayed: number; mode: ApprovalMode; instructions: InstructionFile[] }, void>(
   'tandem/loadSession',
@@ -163,6 +174,7 @@ export function describeStopReason(reason: StopReason | string): string {
     case 'blocked': return 'Input rejected';
     case 'error': return 'Failed';
     case 'interrupted': return 'Interrupted (the daemon stopped)';
+    case 'context_overflow': return 'Stopped: the request does not fit the context window';
     default: return String(reason);
   }
 }

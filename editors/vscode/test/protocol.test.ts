@@ -7,7 +7,8 @@
  */
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { Daemon, Workspace } from './support/daemon';
+import * as path from 'node:path';
+import { Daemon, REPO_ROOT, Workspace } from './support/daemon';
 import { gate, lastUserText, ModelServer, text, textThen, toolCall, type RecordedRequest } from './support/model_server';
 import type { Item, LocalEvent } from '../src/chat/transcript';
 import * as ext from '../src/lsp_ext';
@@ -279,4 +280,26 @@ test('Edit selection: the inline edit is a proposal; accepting it changes only t
   assert.equal(doc.text, 'keep\nnew line\nkeep too\n');
   assert.equal(d.ws.read('e.txt'), 'keep\nold line\nkeep too\n');
   await d.stop();
+});
+
+test('an MCP server of the session config is called, shown as an mcp tool, and listed by tandem/listMcpServers', async () => {
+  const log = path.join(new Workspace().root, 'fault.log');
+  const fault = path.join(REPO_ROOT, 'tests/mcp/fault_server.py');
+  const d = await Daemon.start(new Workspace(), {
+    model: (server.sessionConfig() as { model: unknown }).model,
+    approval: { mode: 'auto' },
+    mcp_servers: { fault: { command: 'python3', args: [fault, 'tools', log], startup_timeout_sec: 30 } },
+  });
+  const base = server.requests.length;
+  server.push(toolCall('call_m', 'mcp__fault__echo', { text: 'from vscode' }), text('echoed'));
+  await d.chat.send('echo', []);
+  const [, second] = await newRequests(base, 2);
+  assert.deepEqual(toolMessages(second), ['fault echo: from vscode']);
+  assert.deepEqual(items(d, 'tool').map((t) => [t.title, t.status]), [['echo (fault)', 'completed']]);
+  const client = await d.chat.ctx.ensureClient();
+  const { servers } = await client!.sendRequest(ext.listMcpServers, { sessionId: d.chat.sessionId! });
+  assert.equal(servers.length, 1);
+  assert.equal(servers[0].state, 'ready');
+  assert.ok(servers[0].tools.some((t) => t.name === 'mcp__fault__echo' && t.tool === 'echo'));
+  assert.equal(await d.stop(), 0);
 });

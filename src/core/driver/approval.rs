@@ -152,6 +152,11 @@ pub(super) async fn approve(
     if tool.approval() != ApprovalClass::Execute {
         return Ok(Approved::AsConfigured);
     }
+    if let Some(target) = tool.mcp() {
+        return super::mcp_approval::approve_mcp(tool, &target, args, ctx, session, turn_id)
+            .await
+            .map(|()| Approved::AsConfigured);
+    }
     let decide = |decision: &str, scope: Option<String>, unsandboxed: bool| {
         session.log.append(Event::ApprovalDecided {
             turn_id: turn_id.clone(),

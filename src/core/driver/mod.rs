@@ -18,9 +18,10 @@
 //! [`recovery`] the retry policy around a provider call, [`stream`] one
 //! streamed attempt, [`scheduler`] the tool calls of a response, [`approval`]
 //! the permission gate of a command, [`compaction`] the summarizing and
-//! repair of the history, [`loops`] the repetition detector and
-//! [`admission`] the hooks that see inputs before they enter, [`budget`]
-//! the spending caps before each model call.
+//! repair of the history, [`overflow`] what follows a context overflow,
+//! [`loops`] the repetition detector and [`admission`] the hooks that see
+//! inputs before they enter, [`budget`] the spending caps before each model
+//! call.
 
 mod admission;
 mod approval;
@@ -29,6 +30,8 @@ mod compaction;
 mod gates;
 mod instructions;
 mod loops;
+mod mcp_approval;
+mod overflow;
 mod recovery;
 mod scheduler;
 mod step;
@@ -134,5 +137,5 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
         }
     }
     session.discard_inbox("the daemon is shutting down");
-    session.log.sync();
+    session.log.synced().await;
 }

@@ -1,10 +1,13 @@
 //! The typed recovery policy around a provider call: each failure kind
-//! has a recovery (back off and retry, compact and retry, or fail at once)
+//! has a recovery (back off and retry, shrink and retry, or fail at once)
 //! and a retry bucket; every failed attempt is recorded before the retry.
+//! A request the provider said does not fit is never sent again
+//! (`overflow.rs` makes it smaller or stops the turn).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use super::overflow::OverflowFix;
 use super::stream::AttemptFailure;
 use super::turn::{Turn, TurnEnd};
 use crate::config::LimitsConfig;
@@ -16,7 +19,8 @@ use crate::vocab::event::{Event, StopReason};
 pub enum Recovery {
     /// Wait (exponential backoff with jitter, or `Retry-After`) and retry.
     BackoffRetry,
-    /// Compact the history, then retry at once.
+    /// Make the request smaller (cut the newest results, or compact the
+    /// history), then retry at once; stop when nothing can shrink.
     CompactRetry,
     /// Give up at once: retrying cannot help.
     Fail,
@@ -58,8 +62,17 @@ impl Turn<'_> {
     pub(super) async fn call_model(&mut self, step: u32) -> Result<(Completion, u32), TurnEnd> {
         let mut failures: HashMap<ErrorKind, u32> = HashMap::new();
         let mut attempt = 0;
+        // Requests the provider said do not fit: none is sent twice.
+        let mut overflowed: HashSet<u64> = HashSet::new();
+        let mut shrunk_this_step = false;
         loop {
             self.check_budget()?;
+            if !overflowed.is_empty() && overflowed.contains(&self.projection.fingerprint()) {
+                return Err(self.context_exhausted(
+                    "making it smaller changed nothing",
+                    "the same request did not fit before",
+                ));
+            }
             attempt += 1;
             let (error, streamed) = match self.attempt(step, attempt).await {
                 Ok(completion) => return Ok((completion, attempt)),
@@ -71,6 +84,14 @@ impl Turn<'_> {
             let (recovery, bucket) = recovery_policy(error.kind);
             let mut retry = recovery != Recovery::Fail && *failed <= bucket;
             let failed = *failed;
+            // An overflow is retried only once the request is smaller.
+            let overflow_fix = (recovery == Recovery::CompactRetry).then(|| {
+                overflowed.insert(self.projection.fingerprint());
+                self.overflow_fix(&error.message, failed, shrunk_this_step)
+            });
+            if matches!(overflow_fix, Some(OverflowFix::Nothing)) {
+                retry = false;
+            }
             *self
                 .failures
                 .entry(error.kind.as_str().to_string())
@@ -111,6 +132,18 @@ impl Turn<'_> {
                     ),
                 ));
             }
+            if !retry && recovery == Recovery::CompactRetry {
+                let why = match overflow_fix {
+                    Some(OverflowFix::Nothing) if failed == 1 => {
+                        "nothing in it can be shrunk".to_string()
+                    }
+                    Some(OverflowFix::Nothing) => {
+                        format!("nothing more in it can be shrunk after {failed} attempts")
+                    }
+                    _ => format!("it still did not fit after {failed} attempts to shrink it"),
+                };
+                return Err(self.context_exhausted(&why, &error.message));
+            }
             if !retry {
                 let message = if recovery == Recovery::Fail {
                     error.message
@@ -123,18 +156,9 @@ impl Turn<'_> {
                 };
                 return Err(TurnEnd::new(StopReason::Error, message));
             }
-            if recovery == Recovery::CompactRetry {
-                // Each retry keeps less of the recent history.
-                let keep = self.limits.compact_keep_ratio / f64::from(failed + 1);
-                self.compact(
-                    step,
-                    keep,
-                    "the provider said the request does not fit the context window",
-                )
-                .await;
-                if let Some(end) = self.compaction_spiral() {
-                    return Err(end);
-                }
+            if let Some(fix) = overflow_fix {
+                shrunk_this_step |= matches!(fix, OverflowFix::Shrink(_));
+                self.apply_overflow_fix(step, fix).await?;
                 continue;
             }
             let delay = backoff_delay(self.limits, failed, error.retry_after);

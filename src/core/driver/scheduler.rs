@@ -31,10 +31,9 @@ impl Turn<'_> {
         let abilities = self.env.bridge.abilities();
         for call in calls {
             let known = self.env.tools.get(&call.name);
-            let tool = known
-                .filter(|t| ToolRegistry::is_offered(t.as_ref(), mode, abilities))
-                .cloned();
-            let withheld = known.is_some() && tool.is_none();
+            let withheld = known.is_some();
+            let tool = known.filter(|t| ToolRegistry::is_offered(t.as_ref(), mode, abilities));
+            let withheld = withheld && tool.is_none();
             let parsed: Result<Value, String> =
                 serde_json::from_str(&call.arguments).map_err(|e| e.to_string());
             let (title, kind) = match (&tool, &parsed) {
@@ -42,6 +41,7 @@ impl Turn<'_> {
                 (Some(tool), Err(_)) => (tool.name().to_string(), tool.kind()),
                 (None, _) => (call.name.clone(), "other"),
             };
+            let mcp = tool.as_ref().and_then(|t| t.mcp());
             self.record(Event::ToolCall {
                 turn_id: self.turn_id.clone(),
                 call_id: call.id.clone(),
@@ -51,6 +51,7 @@ impl Turn<'_> {
                     .unwrap_or_else(|_| Value::String(call.arguments.clone())),
                 title,
                 kind: kind.to_string(),
+                mcp,
             });
             prepared.push(PreparedCall {
                 call_id: call.id.clone(),
@@ -61,8 +62,9 @@ impl Turn<'_> {
             });
         }
         // The calls are on disk before any of them runs: after a crash,
-        // a call without a result is known to have maybe started.
-        self.session.log.sync();
+        // a call without a result is known to have maybe started. The
+        // fsync runs on the blocking pool: other sessions stream meanwhile.
+        self.session.log.synced().await;
         let mut ctx = ToolContext::new(
             self.env.workspace.clone(),
             self.buffers.clone(),
@@ -136,7 +138,7 @@ impl Turn<'_> {
             if rest.is_empty() {
                 self.session.log.sync_soon();
             } else {
-                self.session.log.sync();
+                self.session.log.synced().await;
             }
         }
     }
@@ -153,6 +155,7 @@ impl Turn<'_> {
                 arguments,
                 title: call.name.clone(),
                 kind: "other".to_string(),
+                mcp: None,
             });
             self.record(Event::ToolResult {
                 turn_id: self.turn_id.clone(),
@@ -163,7 +166,8 @@ impl Turn<'_> {
                 ),
             });
         }
-        self.session.log.sync();
+        // Nothing runs after them: the turn's end covers the same bytes.
+        self.session.log.sync_soon();
     }
 
     pub(super) fn available_tools(&self) -> String {
@@ -263,6 +267,9 @@ async fn execute_call(
         Ok(Approved::Unsandboxed) => ctx.unsandboxed = true,
         Err(refused) => return refused,
     }
+    // An approval is on disk before what it allowed runs (immediate unless
+    // the log fsyncs in the background).
+    session.log.durable().await;
     session.log.append(Event::ToolStarted {
         turn_id,
         call_id: call.call_id.clone(),

@@ -33,6 +33,14 @@ impl Turn<'_> {
                 return end;
             }
             self.repair_history();
+            if step == 1 {
+                // MCP servers still starting: the first step waits for
+                // them, each up to its startup timeout, or the cancel.
+                tokio::select! {
+                    _ = self.env.tools.wait_ready() => {}
+                    _ = self.cancel.cancelled() => {}
+                }
+            }
             self.tool_specs = self
                 .env
                 .tools

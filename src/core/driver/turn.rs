@@ -108,6 +108,9 @@ impl Turn<'_> {
             usage: self.usage,
             cost_usd: end.cost_usd,
         });
+        // The receipt (the prompt's answer) follows the turn's end: on disk
+        // and told to the client first.
+        self.session.log.durable().await;
         end
     }
 

@@ -380,6 +380,25 @@ impl<'a> Walk<'a> {
             Event::HistoryRepaired { repair, reason, .. } => {
                 self.line(2, format!("repaired history ({repair}): {reason}"));
             }
+            Event::ResultsShrunk { results, .. } => {
+                let cuts: Vec<String> = results
+                    .iter()
+                    .map(|r| {
+                        let name = self.call_name(&r.call_id);
+                        format!(
+                            "{name} [{}] {} -> {} bytes",
+                            r.call_id, r.from_bytes, r.kept_bytes
+                        )
+                    })
+                    .collect();
+                self.line(
+                    2,
+                    format!(
+                        "context overflow: cut tool results to fit: {}",
+                        cuts.join(", ")
+                    ),
+                );
+            }
             Event::LoopDetected { description, .. } => {
                 self.line(2, format!("loop detected: {description}"));
             }

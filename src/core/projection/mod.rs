@@ -22,13 +22,15 @@
 //!
 //! The pieces: [`render`] is how user input and tool results read to the
 //! model, [`compaction`] plans and applies summaries, [`repair`] is the
-//! pipeline that makes any history acceptable to any provider.
+//! pipeline that makes any history acceptable to any provider, [`shrink`]
+//! cuts the newest results when the provider says even that does not fit.
 
 #[cfg(test)]
 mod cache_tests;
 mod compaction;
 mod render;
 mod repair;
+mod shrink;
 
 use crate::provider::{CachedMessage, ModelMessage};
 use crate::vocab::event::Event;
@@ -36,6 +38,7 @@ use crate::vocab::event::Event;
 pub use self::compaction::{summary_message, CompactionPlan};
 pub use self::render::{render_tool_result, render_user_content};
 pub use self::repair::{Repair, RepairLimits, RESULT_UNAVAILABLE};
+pub use self::shrink::{cut_head_tail, RequestItem};
 
 /// The model-visible history of a session.
 #[derive(Debug, Clone)]
@@ -179,6 +182,10 @@ impl Projection {
             }
             Event::Instructions { text, .. } => {
                 self.set_instructions(text);
+                return;
+            }
+            Event::ResultsShrunk { results, .. } => {
+                self.apply_shrunk(results);
                 return;
             }
             Event::ToolResult {

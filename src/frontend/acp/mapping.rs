@@ -20,7 +20,7 @@ use crate::vocab::approval::ApprovalMode;
 use crate::vocab::event::{Event, StopReason};
 
 /// Fields of tandem's `tool_call_update` that ACP does not have.
-const TANDEM_ONLY_FIELDS: [&str; 2] = ["waitingFor", "outputDelta"];
+const TANDEM_ONLY_FIELDS: [&str; 3] = ["waitingFor", "outputDelta", "mcp"];
 
 /// Turns session events into ACP `session/update` notifications.
 pub(super) struct AcpSink {
@@ -133,6 +133,9 @@ pub(crate) fn acp_updates_of(mut update: Value) -> Vec<Value> {
         | "" => return Vec::new(),
         _ => {}
     }
+    if let Some(kind) = update.get_mut("kind") {
+        acp_tool_kind(kind);
+    }
     move_to_meta(&mut update, &TANDEM_ONLY_FIELDS);
     // A client that shows the mode as a config option hears of it too.
     let mode = (update["sessionUpdate"] == "current_mode_update")
@@ -151,6 +154,14 @@ pub(crate) fn acp_updates_of(mut update: Value) -> Vec<Value> {
         }));
     }
     updates
+}
+
+/// ACP's tool kinds have no `mcp`: an MCP tool's call is `other` there
+/// (its server and tool go under `_meta.tandem.mcp`).
+pub(crate) fn acp_tool_kind(kind: &mut Value) {
+    if kind == "mcp" {
+        *kind = json!("other");
+    }
 }
 
 /// Moves `fields` of `object` under `_meta.tandem`.
@@ -183,6 +194,8 @@ pub(super) fn acp_stop_reason(reason: StopReason) -> (&'static str, Option<&'sta
         StopReason::TokenBudget => "max_tokens",
         // A money or token cap of `[budget]` stopped the next call.
         StopReason::BudgetExceeded => "max_tokens",
+        // The request outgrew the model's context: a token limit.
+        StopReason::ContextOverflow => "max_tokens",
         // Compactions that went nowhere, like a loop: a runaway turn.
         StopReason::CompactionSpiral => "max_turn_requests",
         // The loop detector stopped a model repeating its tool calls: too
@@ -223,6 +236,10 @@ mod tests {
         assert_eq!(
             acp_stop_reason(StopReason::BudgetExceeded),
             ("max_tokens", Some("budget_exceeded"))
+        );
+        assert_eq!(
+            acp_stop_reason(StopReason::ContextOverflow),
+            ("max_tokens", Some("context_overflow"))
         );
         assert_eq!(
             acp_stop_reason(StopReason::CompactionSpiral),

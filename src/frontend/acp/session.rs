@@ -89,6 +89,7 @@ impl Agent {
 
     fn new_session(&self, params: &Value, rid: &Value) -> Reply {
         let cwd = absolute_cwd(params).map_err(|e| bad(rid, e))?;
+        let mcp_servers = mcp_servers_param(params).map_err(|e| bad(rid, e))?;
         let session = self
             .daemon
             .new_session(NewSession {
@@ -96,6 +97,9 @@ impl Agent {
                 title: None,
                 config: None,
             })
+            .map_err(|e| daemon_error(rid, e))?;
+        self.daemon
+            .add_mcp_servers(&session.id, &mcp_servers)
             .map_err(|e| daemon_error(rid, e))?;
         let mut result = session_state(session.mode());
         result["sessionId"] = json!(session.id);
@@ -111,6 +115,7 @@ impl Agent {
         if params.get("cwd").is_some() {
             absolute_cwd(params).map_err(|e| bad(rid, e))?;
         }
+        let mcp_servers = mcp_servers_param(params).map_err(|e| bad(rid, e))?;
         let loaded = if resume {
             self.sink
                 .muted(session_id, || self.daemon.load_session(session_id))
@@ -118,6 +123,9 @@ impl Agent {
             self.daemon.load_session(session_id)
         };
         let (session, events) = loaded.map_err(|e| daemon_error(rid, e))?;
+        self.daemon
+            .add_mcp_servers(&session.id, &mcp_servers)
+            .map_err(|e| daemon_error(rid, e))?;
         // The log's events are freed here, the replay's frames once
         // written: give that memory back after them.
         drop(events);
@@ -335,11 +343,24 @@ pub(crate) fn initialize_result() -> Value {
             "loadSession": true,
             "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
             "sessionCapabilities": {"list": {}, "resume": {}},
+            // stdio servers only: no HTTP transport yet (src/mcp).
+            "mcpCapabilities": {"http": false, "sse": false},
             "_meta": {"tandem": {"sandbox": crate::frontend::sandbox_info::sandbox_capability()}},
         },
         "authMethods": [],
         "agentInfo": {"name": "tandem", "version": env!("CARGO_PKG_VERSION")},
     })
+}
+
+/// ACP's `mcpServers` of `session/new`, `load` and `resume` (absent: none).
+fn mcp_servers_param(
+    params: &Value,
+) -> Result<std::collections::BTreeMap<String, crate::config::mcp_servers::McpServerConfig>, String>
+{
+    match params.get("mcpServers") {
+        None | Some(Value::Null) => Ok(Default::default()),
+        Some(list) => crate::frontend::mcp_servers::acp_mcp_servers(list),
+    }
 }
 
 fn bad(rid: &Value, message: String) -> Value {

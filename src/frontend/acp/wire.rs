@@ -1,13 +1,15 @@
 //! ACP's framing and JSON-RPC envelopes: one JSON message per line.
 //!
-//! Invariant: a line that is not a JSON-RPC message (not UTF-8, not JSON)
-//! is answered with a parse error and the next line is read; only the end
+//! Invariant: a line that is not a JSON-RPC message (not UTF-8, not JSON:
+//! a parse error; not an object, or one that repeats a top-level key:
+//! invalid request) is answered and the next line is read; only the end
 //! of input or a failing read ends the connection.
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 use crate::core::daemon::DaemonError;
+use crate::frontend::jsonrpc_body::{self, Body};
 use crate::frontend::updates::daemon_error_parts;
 
 /// ACP frames a message as one line.
@@ -46,8 +48,34 @@ pub(super) async fn next_line<R: AsyncBufRead + Unpin>(
     if buf.iter().all(u8::is_ascii_whitespace) {
         return Incoming::Blank;
     }
-    match serde_json::from_slice(buf) {
-        Ok(message) => Incoming::Message(message),
+    let text = match std::str::from_utf8(buf) {
+        Ok(text) => text,
+        Err(e) => {
+            return Incoming::Malformed(error_response(
+                &Value::Null,
+                -32700,
+                &format!("parse error: the line is not valid UTF-8: {e}"),
+            ))
+        }
+    };
+    // A repeated top-level key is refused, not read as its last value.
+    let invalid = |id: &Value, why: &str| {
+        Incoming::Malformed(error_response(
+            id,
+            -32600,
+            &format!("invalid request: {why}"),
+        ))
+    };
+    match jsonrpc_body::parse(text) {
+        Ok(Body::Object(message)) => Incoming::Message(Value::Object(message)),
+        Ok(Body::RepeatedKey { key, id }) => {
+            invalid(&id, &jsonrpc_body::repeated_key_message(&key))
+        }
+        Ok(Body::Array) => invalid(&Value::Null, "batch requests are not supported"),
+        Ok(Body::Scalar(kind)) => invalid(
+            &Value::Null,
+            &format!("a JSON-RPC message must be an object, not {kind}"),
+        ),
         Err(e) => Incoming::Malformed(error_response(
             &Value::Null,
             -32700,

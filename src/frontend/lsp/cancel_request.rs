@@ -3,15 +3,18 @@
 //!
 //! tower-lsp answers a cancelled request itself, with `-32800`, the moment
 //! it drops the handler, so the turn's last updates (through `turn_end`)
-//! would follow the answer. Instead, the stdin loop keeps a token per such
-//! request, tags the request's params with its key, and on
-//! `$/cancelRequest` fires the token rather than telling tower-lsp; the
-//! handler then withdraws its prompt and answers when the turn has ended,
-//! with `stopReason: "cancelled"`, like `tandem/cancel`.
+//! would follow the answer. Instead, the input loop keeps a token per such
+//! request and runs the request's future with that token in
+//! [`TURN_REQUEST`]; on `$/cancelRequest` it fires the token rather than
+//! telling tower-lsp, and the handler then withdraws its prompt and
+//! answers when the turn has ended, with `stopReason: "cancelled"`, like
+//! `tandem/cancel`. (The token travels beside the request rather than in
+//! its params: tower-lsp hands a handler only the params, and writing a
+//! key into them would put a field on the wire types that no editor may
+//! send.)
 //!
 //! **Invariant:** a tracked request's answer is written after every update
-//! of its turn; a token lives until the request's response passes the
-//! forwarder.
+//! of its turn; a token lives until the request's response is queued.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -19,11 +22,19 @@ use std::sync::Mutex;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-/// The params field that carries a tracked request's key to its handler.
-pub(crate) const REQUEST_KEY_FIELD: &str = "$requestId";
-
 /// Methods whose answer waits for a turn to end.
-const TURN_ANSWERED: [&str; 2] = ["tandem/prompt", "tandem/runTask"];
+pub(super) const TURN_ANSWERED: [&str; 2] = ["tandem/prompt", "tandem/runTask"];
+
+tokio::task_local! {
+    /// The cancel token of the request whose future is running, when it
+    /// is a tracked one.
+    pub(super) static TURN_REQUEST: Option<CancellationToken>;
+}
+
+/// The token of the request being handled, for its handler.
+pub(super) fn current_token() -> Option<CancellationToken> {
+    TURN_REQUEST.try_with(Clone::clone).ok().flatten()
+}
 
 #[derive(Default)]
 pub struct RequestCancels {
@@ -31,33 +42,26 @@ pub struct RequestCancels {
 }
 
 impl RequestCancels {
-    /// Starts tracking `message` if it is a request a turn answers, tagging
-    /// its params with the key; returns whether the message changed.
-    pub(crate) fn track(&self, message: &mut Value) -> bool {
-        let method = message.get("method").and_then(Value::as_str);
-        if !method.is_some_and(|m| TURN_ANSWERED.contains(&m)) {
-            return false;
+    /// Starts tracking the request with `id`; returns its key and token.
+    /// `None` when a request with that id is already tracked: tower-lsp
+    /// refuses the second (`-32600`), and it must not take the first's
+    /// token with it when it is answered.
+    pub(crate) fn track(&self, id: &Value) -> Option<(String, CancellationToken)> {
+        let key = key_of(id);
+        let mut tokens = self.lock();
+        if tokens.contains_key(&key) {
+            return None;
         }
-        let Some(key) = message.get("id").map(key_of) else {
-            return false;
-        };
-        let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
-            return false;
-        };
-        params.insert(REQUEST_KEY_FIELD.to_string(), Value::String(key.clone()));
-        self.lock().insert(key, CancellationToken::new());
-        true
+        let token = CancellationToken::new();
+        tokens.insert(key.clone(), token.clone());
+        Some((key, token))
     }
 
-    /// The token of a tracked request, for its handler.
-    pub(crate) fn token(&self, key: &str) -> Option<CancellationToken> {
-        self.lock().get(key).cloned()
-    }
-
-    /// Fires the token of the request that `$/cancelRequest` names; false
-    /// when that request is not tracked (tower-lsp handles it then).
-    pub(crate) fn cancel(&self, cancel_request: &Value) -> bool {
-        let Some(id) = cancel_request.get("params").and_then(|p| p.get("id")) else {
+    /// Fires the token of the request that `$/cancelRequest`'s params
+    /// name; false when that request is not tracked (tower-lsp handles it
+    /// then).
+    pub(crate) fn cancel(&self, params: Option<&Value>) -> bool {
+        let Some(id) = params.and_then(|p| p.get("id")) else {
             return false;
         };
         match self.lock().get(&key_of(id)) {
@@ -69,13 +73,9 @@ impl RequestCancels {
         }
     }
 
-    /// Forgets the request that `response` answers.
-    pub(crate) fn answered(&self, response: &Value) {
-        if response.get("method").is_none() {
-            if let Some(id) = response.get("id") {
-                self.lock().remove(&key_of(id));
-            }
-        }
+    /// Forgets the tracked request `key` (its response is being queued).
+    pub(crate) fn answered(&self, key: &str) {
+        self.lock().remove(key);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
@@ -83,7 +83,7 @@ impl RequestCancels {
     }
 }
 
-/// One key for a JSON-RPC id, whether it came as a number or a string.
+/// One key for a JSON-RPC id: `7` and `"7"` stay apart.
 fn key_of(id: &Value) -> String {
     id.to_string()
 }
@@ -94,34 +94,38 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn a_prompt_is_tagged_and_its_cancel_fires_its_token_until_answered() {
+    fn a_cancel_fires_the_token_of_its_request_until_answered() {
         let cancels = RequestCancels::default();
-        let mut prompt = json!({"jsonrpc": "2.0", "id": 7, "method": "tandem/prompt",
-            "params": {"sessionId": "s", "prompt": []}});
-        assert!(cancels.track(&mut prompt));
-        let key = prompt["params"][REQUEST_KEY_FIELD]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let token = cancels.token(&key).unwrap();
+        let (key, token) = cancels.track(&json!(7)).unwrap();
 
-        assert!(!cancels.cancel(&json!({"method": "$/cancelRequest", "params": {"id": 8}})));
+        assert!(!cancels.cancel(Some(&json!({"id": 8}))));
+        assert!(!cancels.cancel(Some(&json!({"id": "7"}))));
+        assert!(!cancels.cancel(None));
         assert!(!token.is_cancelled());
-        assert!(cancels.cancel(&json!({"method": "$/cancelRequest", "params": {"id": 7}})));
+        assert!(cancels.cancel(Some(&json!({"id": 7}))));
         assert!(token.is_cancelled());
 
-        cancels.answered(&json!({"jsonrpc": "2.0", "id": 7, "result": {}}));
-        assert!(cancels.token(&key).is_none());
-        assert!(!cancels.cancel(&json!({"method": "$/cancelRequest", "params": {"id": 7}})));
+        cancels.answered(&key);
+        assert!(!cancels.cancel(Some(&json!({"id": 7}))));
     }
 
     #[test]
-    fn other_requests_and_notifications_are_not_tracked() {
+    fn a_second_request_with_a_tracked_id_is_not_tracked() {
         let cancels = RequestCancels::default();
-        let mut steer = json!({"id": 1, "method": "tandem/steer", "params": {}});
-        let mut notification = json!({"method": "tandem/prompt", "params": {}});
-        assert!(!cancels.track(&mut steer));
-        assert!(!cancels.track(&mut notification));
-        assert!(steer["params"].get(REQUEST_KEY_FIELD).is_none());
+        let (_, first) = cancels.track(&json!("a")).unwrap();
+        assert!(cancels.track(&json!("a")).is_none());
+        assert!(cancels.cancel(Some(&json!({"id": "a"}))));
+        assert!(first.is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn the_handler_sees_the_token_its_request_runs_with() {
+        let token = CancellationToken::new();
+        let seen = TURN_REQUEST
+            .scope(Some(token.clone()), async { current_token() })
+            .await;
+        token.cancel();
+        assert!(seen.unwrap().is_cancelled());
+        assert!(current_token().is_none());
     }
 }

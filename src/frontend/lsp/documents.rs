@@ -19,17 +19,25 @@ use tower_lsp::lsp_types::{
 use super::server::{text_change, uri_path};
 use crate::buffers::BufferCache;
 
-/// Applies `message` to `buffers` if it is a document notification; returns
-/// whether it was one (then it is not to be forwarded anywhere).
-pub fn apply(buffers: &BufferCache, message: &Value) -> bool {
-    let Some(method) = message.get("method").and_then(Value::as_str) else {
-        return false;
-    };
-    if message.get("id").is_some() {
-        // A request under a notification's name: tower-lsp answers it.
-        return false;
-    }
-    let params = message.get("params").cloned().unwrap_or(Value::Null);
+/// The notifications this module applies.
+const METHODS: [&str; 4] = [
+    "textDocument/didOpen",
+    "textDocument/didChange",
+    "textDocument/didClose",
+    "textDocument/didSave",
+];
+
+/// Whether `method` sent without an id is one of ours to apply (sent with
+/// an id, it is a request under a notification's name, which tower-lsp
+/// answers).
+pub fn is_document_notification(method: &str) -> bool {
+    METHODS.contains(&method)
+}
+
+/// Applies a document notification to `buffers`; bad params are logged
+/// (a notification has no answer to carry them).
+pub fn apply(buffers: &BufferCache, method: &str, params: Option<Value>) {
+    let params = params.unwrap_or(Value::Null);
     match method {
         "textDocument/didOpen" => {
             if let Some(p) = parse::<DidOpenTextDocumentParams>(method, params) {
@@ -45,7 +53,7 @@ pub fn apply(buffers: &BufferCache, message: &Value) -> bool {
         "textDocument/didChange" => {
             if let Some(p) = parse::<DidChangeTextDocumentParams>(method, params) {
                 let Some(path) = uri_path(&p.text_document.uri) else {
-                    return true;
+                    return;
                 };
                 let changes: Vec<_> = p.content_changes.into_iter().map(text_change).collect();
                 if let Err(e) = buffers.change(&path, p.text_document.version, &changes) {
@@ -69,9 +77,8 @@ pub fn apply(buffers: &BufferCache, message: &Value) -> bool {
                 }
             }
         }
-        _ => return false,
+        _ => {}
     }
-    true
 }
 
 /// A notification has no answer to carry a parse error: it is logged.

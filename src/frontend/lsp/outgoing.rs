@@ -253,7 +253,11 @@ impl ClientBridge for Outgoing {
             "toolCall": {
                 "toolCallId": request.tool_call_id,
                 "title": request.title,
-                "kind": request.kind,
+                "kind": if request.kind == "mcp" && self.permission_method == "session/request_permission" {
+                    "other"
+                } else {
+                    request.kind.as_str()
+                },
                 "status": "pending",
                 "rawInput": request.raw_input,
             },

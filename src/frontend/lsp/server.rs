@@ -15,11 +15,11 @@ use tower_lsp::jsonrpc::{Error, ErrorCode, Result};
 use tower_lsp::lsp_types::*;
 use tower_lsp::{Client, ClientSocket, LanguageServer, LspService};
 
-use super::cancel_request::RequestCancels;
 use super::outgoing::Outgoing;
 use super::progress::Progress;
 use crate::buffers::{self, PositionEncoding, TextChange};
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
+use crate::frontend::mcp_servers::{list_result, take_config_mcp_servers};
 use crate::frontend::updates::{daemon_error_parts, prompt_result, user_content};
 use crate::protocol::{
     CancelParams, ClientTandemCapabilities, ListSessionsParams, LoadSessionParams,
@@ -32,7 +32,7 @@ use crate::vocab::bridge::ClientAbilities;
 use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
-const TANDEM_METHODS: [&str; 8] = [
+const TANDEM_METHODS: [&str; 9] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -41,6 +41,7 @@ const TANDEM_METHODS: [&str; 8] = [
     "tandem/listSessions",
     "tandem/loadSession",
     "tandem/runTask",
+    "tandem/listMcpServers",
 ];
 
 pub struct Backend {
@@ -48,7 +49,6 @@ pub struct Backend {
     shutdown_requested: Arc<AtomicBool>,
     outgoing: Arc<Outgoing>,
     progress: Arc<Progress>,
-    request_cancels: Arc<RequestCancels>,
 }
 
 /// Builds the service with tandem's extension methods.
@@ -57,14 +57,12 @@ pub fn build_service(
     shutdown_requested: Arc<AtomicBool>,
     outgoing: Arc<Outgoing>,
     progress: Arc<Progress>,
-    request_cancels: Arc<RequestCancels>,
 ) -> (LspService<Backend>, ClientSocket) {
     LspService::build(move |_client: Client| Backend {
         daemon,
         shutdown_requested,
         outgoing,
         progress,
-        request_cancels,
     })
     .custom_method("tandem/newSession", Backend::new_session)
     .custom_method("tandem/prompt", Backend::prompt)
@@ -74,6 +72,7 @@ pub fn build_service(
     .custom_method("tandem/loadSession", Backend::load_session)
     .custom_method("tandem/cancel", Backend::cancel)
     .custom_method("tandem/runTask", Backend::run_task)
+    .custom_method("tandem/listMcpServers", Backend::list_mcp_servers)
     .finish()
 }
 
@@ -386,13 +385,19 @@ impl Backend {
                     return Err(Error::invalid_params("config: expected an object"));
                 }
             }
+            let mut config = params.config;
+            let mcp_servers =
+                take_config_mcp_servers(&mut config).map_err(Error::invalid_params)?;
             let session = self
                 .daemon
                 .new_session(NewSession {
                     workspace_folder,
                     title: params.title,
-                    config: params.config,
+                    config,
                 })
+                .map_err(daemon_error)?;
+            self.daemon
+                .add_mcp_servers(&session.id, &mcp_servers)
                 .map_err(daemon_error)?;
             Ok(NewSessionResult {
                 session_id: session.id.clone(),
@@ -425,10 +430,7 @@ impl Backend {
                 message_id: message_id.clone(),
                 armed: true,
             };
-            let cancelled = params
-                .request_key
-                .as_deref()
-                .and_then(|key| self.request_cancels.token(key));
+            let cancelled = super::cancel_request::current_token();
             let receipt = match cancelled {
                 Some(token) => {
                     tokio::pin!(receipt);
@@ -485,6 +487,16 @@ impl Backend {
                 .map_err(daemon_error)?;
             session.set_mode(mode);
             Ok(SetModeResult { mode: params.mode })
+        })
+        .await
+    }
+
+    /// `{sessionId?}`: that session's MCP servers, or every one running.
+    async fn list_mcp_servers(&self, params: Value) -> Result<Value> {
+        guarded("tandem/listMcpServers", async move {
+            let session = params.get("sessionId").and_then(Value::as_str);
+            let servers = self.daemon.mcp_servers(session).map_err(daemon_error)?;
+            Ok(list_result(&servers))
         })
         .await
     }
@@ -546,10 +558,7 @@ impl Backend {
 
     async fn run_task(&self, params: RunTaskParams) -> Result<RunTaskResult> {
         guarded("tandem/runTask", async move {
-            let cancelled = params
-                .request_key
-                .as_deref()
-                .and_then(|key| self.request_cancels.token(key));
+            let cancelled = super::cancel_request::current_token();
             super::tasks::run_task(
                 &self.daemon,
                 &self.daemon.task_origin(),

@@ -161,6 +161,9 @@ impl Acp {
             }
             Some("tandem/requestPermission") => {
                 message["method"] = json!("session/request_permission");
+                crate::frontend::acp::mapping::acp_tool_kind(
+                    &mut message["params"]["toolCall"]["kind"],
+                );
                 vec![message]
             }
             Some("tandem/requestUserInput") => {

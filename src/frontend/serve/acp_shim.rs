@@ -34,6 +34,7 @@ use crate::frontend::acp::commands::{slash_command, target};
 use crate::frontend::acp::modes::{config_options, MODE_OPTION};
 use crate::frontend::acp::session::{absolute_cwd, initialize_result, list_page};
 use crate::frontend::acp::wire::error_response;
+use crate::frontend::jsonrpc_body::{self, Body};
 use crate::protocol::ContentBlock;
 use crate::vocab::approval::ApprovalMode;
 
@@ -76,8 +77,16 @@ where
         if text.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Value>(&text) {
-            Ok(message) => shim.on_editor_message(message).await,
+        // Parsed as `tandem acp` parses a line: a repeated top-level key
+        // is refused, not read as its last value.
+        match jsonrpc_body::parse(&text) {
+            Ok(Body::Object(message)) => shim.on_editor_message(Value::Object(message)).await,
+            Ok(Body::RepeatedKey { key, id }) => shim.relay.to_editor(&json!({"jsonrpc": "2.0",
+                "id": id, "error": {"code": -32600,
+                "message": format!("invalid request: {}", jsonrpc_body::repeated_key_message(&key))}})),
+            Ok(Body::Array | Body::Scalar(_)) => shim.relay.to_editor(&json!({"jsonrpc": "2.0",
+                "id": null, "error": {"code": -32600,
+                "message": "invalid request: a JSON-RPC message must be one object"}})),
             Err(e) => shim.relay.to_editor(&json!({"jsonrpc": "2.0", "id": null,
                 "error": {"code": -32700, "message": format!("parse error: {e}")}})),
         }
@@ -261,7 +270,7 @@ impl Shim {
         };
         let Some(answer) = self
             .relay
-            .call("tandem/newSession", json!({"workspaceFolder": cwd}))
+            .call("tandem/newSession", new_session_params(&cwd, params))
             .await
         else {
             return self.fail(&Some(id), -32603, "the serve did not answer");
@@ -294,6 +303,20 @@ impl Shim {
                     self.fetch_tasks(session_id, &cwd).await;
                 }
                 Err(e) => return self.fail(&Some(id), -32602, &e),
+            }
+        }
+        if let Some(list) = params.get("mcpServers").filter(|l| {
+            l.as_array().is_some_and(|a| !a.is_empty()) || !l.is_array() && !l.is_null()
+        }) {
+            let params = json!({"sessionId": session_id, "mcpServers": list});
+            match self.relay.call("tandem/addMcpServers", params).await {
+                Some(answer) if answer.get("error").is_some() => {
+                    let mut answer = answer;
+                    answer["id"] = id;
+                    return self.relay.to_editor(&answer);
+                }
+                Some(_) => {}
+                None => return self.fail(&Some(id), -32603, "the serve did not answer"),
             }
         }
         self.attach(id, session_id, replay);
@@ -337,5 +360,17 @@ impl Shim {
             task["instruction"] = json!(instruction);
         }
         self.relay_request(id, "tandem/runTask", task, prompt_answer);
+    }
+}
+
+/// `tandem/newSession` for ACP's `session/new`: the folder, and the
+/// client's MCP servers in `config.mcpServers` (the serve adds them to the
+/// session without logging them).
+fn new_session_params(cwd: &std::path::Path, params: &Value) -> Value {
+    match params.get("mcpServers") {
+        Some(list) if !list.is_null() => {
+            json!({"workspaceFolder": cwd, "config": {"mcpServers": list}})
+        }
+        _ => json!({"workspaceFolder": cwd}),
     }
 }

@@ -51,7 +51,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 12] = [
+pub const TANDEM_METHODS: [&str; 14] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -64,6 +64,8 @@ pub const TANDEM_METHODS: [&str; 12] = [
     "tandem/runTask",
     "tandem/taskSession",
     "tandem/listTasks",
+    "tandem/listMcpServers",
+    "tandem/addMcpServers",
 ];
 
 pub(super) type RpcResult<T> = Result<T, ErrorObjectOwned>;
@@ -278,6 +280,9 @@ async fn new_session(
         }
         (base, None) => Some(base),
     };
+    let mut config = config;
+    let mcp_servers = crate::frontend::mcp_servers::take_config_mcp_servers(&mut config)
+        .map_err(invalid_params)?;
     let session = ctx
         .daemon
         .new_session(NewSession {
@@ -285,6 +290,9 @@ async fn new_session(
             title: params.title,
             config,
         })
+        .map_err(daemon_error)?;
+    ctx.daemon
+        .add_mcp_servers(&session.id, &mcp_servers)
         .map_err(daemon_error)?;
     ctx.hub.claim_if_unowned(&session.id, conn);
     Ok(NewSessionResult {
@@ -352,6 +360,10 @@ async fn prompt(
             None::<()>,
         )
     })?;
+    // A discarded prompt's `input_discarded` is on disk and told first.
+    if let Ok(session) = ctx.daemon.session(&params.session_id) {
+        session.log.durable().await;
+    }
     ctx.hub.flushed(&params.session_id, conn).await;
     Ok(prompt_result(receipt))
 }
@@ -378,6 +390,10 @@ async fn steer(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcRe
         )
         .map_err(daemon_error)?;
     ctx.hub.note_origin(&params.session_id, &message_id, conn);
+    // Acknowledged means durable: the log fsyncs off this thread.
+    if let Ok(session) = ctx.daemon.session(&params.session_id) {
+        session.log.durable().await;
+    }
     Ok(SteerResult { message_id })
 }
 
@@ -388,7 +404,7 @@ fn register_tandem(
     module.register_async_method("tandem/newSession", new_session)?;
     module.register_async_method("tandem/prompt", prompt)?;
     module.register_async_method("tandem/steer", steer)?;
-    module.register_method("tandem/setMode", |params, ctx, _| {
+    module.register_async_method("tandem/setMode", |params, ctx, _| async move {
         let params: SetModeParams = parse(&params)?;
         let mode: ApprovalMode = params
             .mode
@@ -399,6 +415,7 @@ fn register_tandem(
             .session(&params.session_id)
             .map_err(daemon_error)?;
         session.set_mode(mode);
+        session.log.durable().await;
         RpcResult::Ok(SetModeResult { mode: params.mode })
     })?;
     // Cancels the turn a progress token names, if it still runs (as
@@ -422,6 +439,26 @@ fn register_tandem(
             .cancel(&params.session_id, params.keep_inbox)
             .map_err(daemon_error)?;
         RpcResult::Ok(Value::Null)
+    })?;
+    module.register_method("tandem/listMcpServers", |params, ctx, _| {
+        let params: Value = params.parse().unwrap_or(Value::Null);
+        let session = params.get("sessionId").and_then(Value::as_str);
+        let servers = ctx.daemon.mcp_servers(session).map_err(daemon_error)?;
+        RpcResult::Ok(crate::frontend::mcp_servers::list_result(&servers))
+    })?;
+    // `{sessionId, mcpServers}` (ACP's list): what the ACP shim sends
+    // before attaching for `session/load` and `session/resume`.
+    module.register_method("tandem/addMcpServers", |params, ctx, _| {
+        let params: Value = params.parse().unwrap_or(Value::Null);
+        let session = params["sessionId"]
+            .as_str()
+            .ok_or_else(|| invalid_params("missing string field `sessionId`"))?;
+        let servers = crate::frontend::mcp_servers::acp_mcp_servers(&params["mcpServers"])
+            .map_err(invalid_params)?;
+        ctx.daemon
+            .add_mcp_servers(session, &servers)
+            .map_err(daemon_error)?;
+        RpcResult::Ok(json!({}))
     })?;
     module.register_blocking_method("tandem/listSessions", |params, ctx, _| {
         let params: ListSessionsParams = parse(&params)?;

@@ -56,6 +56,7 @@ use self::hub::Hub;
 use self::state::{ServeInfo, ServeLock};
 use crate::config::{ConfigBuilder, ServeConfig};
 use crate::core::daemon::{Daemon, DaemonOptions};
+use crate::core::liveness::process_alive;
 use crate::core::log::Durability;
 use crate::vocab::bridge::NoClient;
 
@@ -87,6 +88,15 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
     let token = auth::new_token().map_err(|e| format!("cannot make a token: {e}"))?;
 
     let hub_slot: Arc<std::sync::OnceLock<Arc<Hub>>> = Arc::default();
+    // The one thread streams every session: fsyncs go to the blocking
+    // pool, and what acknowledges an event waits for them there.
+    // `TANDEM_SERVE_INLINE_FSYNC=1` keeps them on the thread, for
+    // benches/serve_fsync.rs's comparison.
+    let inline = std::env::var("TANDEM_SERVE_INLINE_FSYNC").is_ok_and(|v| v == "1");
+    let durability = match durability {
+        Durability::Fsync if !inline => Durability::FsyncInBackground,
+        other => other,
+    };
     let daemon = {
         let sink = Arc::new(LateSink(hub_slot.clone()));
         Daemon::new(DaemonOptions {
@@ -307,19 +317,6 @@ pub async fn status(home: PathBuf) -> u8 {
             );
             1
         }
-    }
-}
-
-/// Whether process `pid` still runs (a zombie does not: the shim that
-/// started a serve may not have reaped it yet).
-fn process_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // `pid (comm) STATE ...`; comm may hold spaces and parentheses.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next())
-            .is_some_and(|state| state != 'Z' && state != 'X'),
-        Err(_) => false,
     }
 }
 

@@ -42,6 +42,12 @@ use sandbox::SandboxPolicy;
 /// Output kept for the model when the caller has no opinion.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 32 * 1024;
 
+/// A text capped like a command's output for the model: the head and the
+/// tail within [`DEFAULT_MAX_OUTPUT_BYTES`], the cut said (MCP results).
+pub fn cap_like_command_output(text: &str) -> String {
+    output::cap_text(text, DEFAULT_MAX_OUTPUT_BYTES)
+}
+
 /// Timeout when the model gives none (Codex's default for `exec_command`).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 

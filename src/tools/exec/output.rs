@@ -144,6 +144,14 @@ impl<F: FnMut(&str)> OutputSink<F> {
     }
 }
 
+/// `text` kept as [`CappedOutput`] keeps a command's output: head and tail
+/// within `max_bytes`, the cut said.
+pub(super) fn cap_text(text: &str, max_bytes: usize) -> String {
+    let mut capped = CappedOutput::new(max_bytes);
+    capped.push(text);
+    capped.render().0
+}
+
 /// Keeps the first `max / 2` and the last `max - max / 2` bytes of a text
 /// stream, cutting only at character boundaries (the tail gets whatever
 /// such a cut leaves unused in the head, so output within `max` is kept

@@ -285,7 +285,7 @@ pub fn message(id: Option<&str>, method: &str, params: Option<&str>) -> String {
 /// A body that is not one JSON-RPC message: not JSON, not UTF-8, a batch,
 /// a scalar, a message with a bad envelope, or cut short.
 pub fn bad_body(gen: &mut Gen, valid: &str) -> Vec<u8> {
-    match gen.below(16) {
+    match gen.below(18) {
         0 => Vec::new(),
         1 => b"this is not json".to_vec(),
         2 => {
@@ -312,10 +312,53 @@ pub fn bad_body(gen: &mut Gen, valid: &str) -> Vec<u8> {
             deep_array()
         )
         .into_bytes(),
+        15 => repeated_key(gen, valid),
+        16 => gen.pick(TYPE_INVALID).as_bytes().to_vec(),
         _ => {
             let cut = gen.below(valid.len().max(1));
             valid.as_bytes()[..cut].to_vec()
         }
+    }
+}
+
+/// Structurally valid JSON that no JSON-RPC decoder takes: members of the
+/// wrong type, or of the right type in the wrong combination.
+const TYPE_INVALID: &[&str] = &[
+    r#"{"jsonrpc":2.0,"id":1,"method":"tandem/listSessions"}"#,
+    r#"{"jsonrpc":"2.0","id":true,"method":"tandem/listSessions"}"#,
+    r#"{"jsonrpc":"2.0","id":{"n":1},"method":"tandem/listSessions"}"#,
+    r#"{"jsonrpc":"2.0","id":1,"method":null}"#,
+    r#"{"jsonrpc":"2.0","id":1,"method":["tandem/listSessions"]}"#,
+    r#"{"jsonrpc":"2.0","id":1,"method":"tandem/listSessions","params":7}"#,
+    r#"{"jsonrpc":"2.0","id":1,"method":"tandem/listSessions","result":{}}"#,
+    r#"{"jsonrpc":"2.0","id":"tandem-1","error":"no"}"#,
+    r#"{"jsonrpc":"2.0","id":"tandem-1","error":{"code":"1","message":"no"}}"#,
+    r#"{"jsonrpc":"2.0","id":"tandem-1","error":{"code":1}}"#,
+    r#"{"jsonrpc":"2.0","result":{}}"#,
+    r#"{"jsonrpc":"2.0","id":1}"#,
+];
+
+/// `valid` (a JSON object) with one of its top-level members, or a
+/// chosen one, given a second time: serde_json's `Value` keeps the last
+/// silently, a typed decoder refuses it.
+fn repeated_key(gen: &mut Gen, valid: &str) -> Vec<u8> {
+    let Some(inner) = valid.trim().strip_suffix('}') else {
+        return br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tandem/listSessions"}"#.to_vec();
+    };
+    let extra = match gen.below(6) {
+        0 => r#""method":"tandem/listSessions""#.to_string(),
+        1 => format!(r#""id":{}"#, gen.below(1000)),
+        2 => r#""jsonrpc":"2.0""#.to_string(),
+        3 => r#""params":{}"#.to_string(),
+        4 => r#""id":null"#.to_string(),
+        _ => r#""result":null"#.to_string(),
+    };
+    // Before or after the first occurrence.
+    if gen.chance(50) {
+        let rest = inner.trim_start().strip_prefix('{').unwrap_or(inner);
+        format!("{{{extra},{rest}}}").into_bytes()
+    } else {
+        format!("{inner},{extra}}}").into_bytes()
     }
 }
 

@@ -6,6 +6,7 @@ mod acp;
 mod attach;
 mod buffers;
 mod cancel;
+mod durable;
 mod instructions;
 mod interleave;
 mod ordering;

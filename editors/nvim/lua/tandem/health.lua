@@ -123,6 +123,7 @@ function M.check()
     })
   end
 
+  require('tandem.mcp').check(health)
   health.start('tandem: doctor')
   health.info(
     'for the whole machine (the model listed and streaming, the sandbox mechanism, every config file, TANDEM_HOME), run `'

@@ -82,6 +82,9 @@ local function create_commands()
   command('TandemSessions', function()
     session.pick()
   end, { desc = 'Pick a tandem session and load it into the chat' })
+  command('TandemMcp', function()
+    require('tandem.mcp').show()
+  end, { desc = "List the session's MCP servers and their tools" })
   command('TandemTask', function(o)
     local line1, line2 = o.line1, o.line2
     if o.args == '' then

@@ -2,11 +2,14 @@
 //! message of the shape tower-lsp's decoder accepts. What fails becomes a
 //! [`Frame::Invalid`] carrying the message's id when it could be read.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{Frame, FrameError};
+use crate::frontend::jsonrpc_body::{self, Body};
 
 /// Turns a complete body into a frame: the message, or why it is refused.
+/// The body is parsed once, here; a repeated top-level key is refused like
+/// any other body tower-lsp's typed decode would refuse.
 pub(super) fn check_message(body: Vec<u8>) -> Frame {
     let text = match std::str::from_utf8(&body) {
         Ok(text) => text,
@@ -16,40 +19,36 @@ pub(super) fn check_message(body: Vec<u8>) -> Frame {
             )))
         }
     };
-    let value: Value = match serde_json::from_str(text) {
-        Ok(value) => value,
+    let object = match jsonrpc_body::parse(text) {
+        Ok(Body::Object(object)) => object,
+        Ok(Body::Array) => return invalid(Value::Null, "batch requests are not supported".into()),
+        Ok(Body::Scalar(kind)) => {
+            return invalid(
+                Value::Null,
+                format!("a JSON-RPC message must be an object, not {kind}"),
+            )
+        }
+        Ok(Body::RepeatedKey { key, id }) => {
+            return invalid(id, jsonrpc_body::repeated_key_message(&key))
+        }
         Err(err) => return Frame::Invalid(FrameError::NotJson(format!("body is not JSON: {err}"))),
     };
-    match check_jsonrpc(&value) {
-        Ok(()) => Frame::Message { body, value },
-        Err(message) => Frame::Invalid(FrameError::InvalidRequest {
-            id: readable_id(&value),
-            message,
-        }),
+    match check_jsonrpc(&object) {
+        Ok(()) => Frame::Message {
+            body,
+            value: Value::Object(object),
+        },
+        Err(message) => invalid(jsonrpc_body::readable_id(&object), message),
     }
 }
 
-/// The id to answer an invalid message with: its own if a number or a string.
-fn readable_id(value: &Value) -> Value {
-    match value.get("id") {
-        Some(id @ (Value::Number(_) | Value::String(_))) => id.clone(),
-        _ => Value::Null,
-    }
+fn invalid(id: Value, message: String) -> Frame {
+    Frame::Invalid(FrameError::InvalidRequest { id, message })
 }
 
-/// Checks that `value` is a single JSON-RPC 2.0 request, notification or
-/// response that tower-lsp's decoder will accept.
-fn check_jsonrpc(value: &Value) -> Result<(), String> {
-    let message = match value {
-        Value::Object(message) => message,
-        Value::Array(_) => return Err("batch requests are not supported".to_string()),
-        other => {
-            return Err(format!(
-                "a JSON-RPC message must be an object, not {}",
-                json_kind(other)
-            ))
-        }
-    };
+/// Checks that `message` is a single JSON-RPC 2.0 request, notification or
+/// response of the shape the input loop turns into tower-lsp's types.
+fn check_jsonrpc(message: &Map<String, Value>) -> Result<(), String> {
     match message.get("jsonrpc") {
         Some(Value::String(version)) if version == "2.0" => {}
         None => return Err("missing `\"jsonrpc\": \"2.0\"`".to_string()),

@@ -270,6 +270,26 @@ async fn json_array_is_refused_as_an_unsupported_batch() {
 }
 
 #[tokio::test]
+async fn a_repeated_top_level_key_is_an_invalid_request_and_the_next_frame_still_parses() {
+    let repeated = br#"{"jsonrpc":"2.0","id":9,"method":"ping","method":"pong"}"#;
+    let mut input = encode(repeated);
+    input.extend(encode(
+        br#"{"jsonrpc":"2.0","id":9,"id":10,"method":"ping"}"#,
+    ));
+    input.extend(encode(PING.as_bytes()));
+    let frames = frames_of(&input).await;
+    assert_eq!(frames.len(), 3);
+    let (id, why) = invalid_request(&frames[0]);
+    assert_eq!(id, &json!(9));
+    assert!(why.contains("`method` appears more than once"), "{why}");
+    // Two ids: the answer cannot pick one.
+    let (id, why) = invalid_request(&frames[1]);
+    assert_eq!(id, &Value::Null);
+    assert!(why.contains("`id`"), "{why}");
+    assert_eq!(frames[2], message(PING));
+}
+
+#[tokio::test]
 async fn json_object_without_jsonrpc_version_is_an_invalid_request() {
     let frames = frames_of(&encode(br#"{"id":3,"method":"ping"}"#)).await;
     assert_eq!(frames.len(), 1);

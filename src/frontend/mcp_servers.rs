@@ -1,0 +1,159 @@
+//! MCP servers on the wire, for every frontend: ACP's `mcpServers` list
+//! (also what `tandem/newSession` takes in `config.mcpServers`) as server
+//! definitions, and `tandem/listMcpServers`' answer.
+//!
+//! Invariant: a list given by a client is never written to the session
+//! log (its `env` may hold the client's secrets); it is taken out of the
+//! `config` before the session is made, and added to the running session.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::config::mcp_servers::McpServerConfig;
+use crate::mcp::{McpServer, ServerState};
+
+/// ACP's `mcpServers`: `{name, command, args, env: [{name, value}]}` for a
+/// stdio server, `{type: "http", name, url, headers}` for HTTP. An HTTP
+/// server's headers are the client's literal values, which tandem has no
+/// use for (it has no HTTP transport yet; the server is reported failed).
+pub fn acp_mcp_servers(list: &Value) -> Result<BTreeMap<String, McpServerConfig>, String> {
+    let Some(items) = list.as_array() else {
+        return Err("invalid params: `mcpServers` must be an array".to_string());
+    };
+    let mut servers = BTreeMap::new();
+    for (i, item) in items.iter().enumerate() {
+        let field = |key: &str| item.get(key).and_then(Value::as_str);
+        let name = field("name")
+            .ok_or_else(|| format!("invalid params: `mcpServers[{i}]` has no string `name`"))?;
+        let mut config = McpServerConfig::default();
+        match field("type").unwrap_or("stdio") {
+            "stdio" => {
+                config.command = Some(
+                    field("command")
+                        .ok_or_else(|| {
+                            format!("invalid params: `mcpServers[{i}]` (`{name}`) has no string `command`")
+                        })?
+                        .to_string(),
+                );
+                config.args = strings(item.get("args")).ok_or_else(|| {
+                    format!("invalid params: `mcpServers[{i}].args` must be strings")
+                })?;
+                for pair in item
+                    .get("env")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    match (pair["name"].as_str(), pair["value"].as_str()) {
+                        (Some(k), Some(v)) => {
+                            config.env.insert(k.to_string(), v.to_string());
+                        }
+                        _ => {
+                            return Err(format!(
+                            "invalid params: `mcpServers[{i}].env` entries are {{name, value}} strings"
+                        ))
+                        }
+                    }
+                }
+            }
+            "http" | "sse" => {
+                config.url = Some(field("url").unwrap_or_default().to_string());
+            }
+            other => {
+                return Err(format!(
+                    "invalid params: `mcpServers[{i}]` has unknown type `{other}`"
+                ))
+            }
+        }
+        servers.insert(name.to_string(), config);
+    }
+    Ok(servers)
+}
+
+fn strings(value: Option<&Value>) -> Option<Vec<String>> {
+    match value {
+        None | Some(Value::Null) => Some(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_string))
+            .collect(),
+        Some(_) => None,
+    }
+}
+
+/// Takes `mcpServers` (ACP's list) out of a `tandem/newSession` config.
+pub fn take_config_mcp_servers(
+    config: &mut Option<Value>,
+) -> Result<BTreeMap<String, McpServerConfig>, String> {
+    let list = config
+        .as_mut()
+        .and_then(Value::as_object_mut)
+        .and_then(|c| c.remove("mcpServers"));
+    match list {
+        None => Ok(BTreeMap::new()),
+        Some(list) => {
+            acp_mcp_servers(&list).map_err(|e| e.replace("`mcpServers", "`config.mcpServers"))
+        }
+    }
+}
+
+/// `tandem/listMcpServers`' answer.
+pub fn list_result(servers: &[Arc<McpServer>]) -> Value {
+    let servers: Vec<Value> = servers
+        .iter()
+        .map(|server| {
+            let state = server.state();
+            let tools: Vec<Value> = server
+                .listed_tools()
+                .iter()
+                .filter(|t| server.config.offers_tool(&t.name))
+                .map(|t| {
+                    json!({
+                        "name": crate::mcp::names::tool_name(&server.name, &t.name),
+                        "tool": t.name,
+                        "description": t.description,
+                        "readOnly": t.read_only,
+                    })
+                })
+                .collect();
+            let mut entry = json!({
+                "name": server.name,
+                "state": state.as_str(),
+                "tools": tools,
+            });
+            if let ServerState::Failed(error) = &state {
+                entry["error"] = json!(error);
+            }
+            entry
+        })
+        .collect();
+    json!({ "servers": servers })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acp_lists_become_server_definitions() {
+        let servers = acp_mcp_servers(&json!([
+            {"name": "everything", "command": "npx", "args": ["x"], "env": [{"name": "A", "value": "1"}]},
+            {"type": "http", "name": "web", "url": "http://h", "headers": [{"name": "Authorization", "value": "s"}]}
+        ]))
+        .unwrap();
+        assert_eq!(servers["everything"].command.as_deref(), Some("npx"));
+        assert_eq!(servers["everything"].env["A"], "1");
+        assert_eq!(servers["web"].url.as_deref(), Some("http://h"));
+        assert!(
+            servers["web"].headers.is_empty(),
+            "literal values are not env names"
+        );
+        let err = acp_mcp_servers(&json!([{"command": "x"}])).unwrap_err();
+        assert!(
+            err.contains("mcpServers[0]") && err.contains("name"),
+            "{err}"
+        );
+    }
+}
