@@ -66,12 +66,19 @@ fn generate(root: &Path, files: usize) {
     std::fs::create_dir_all(root.join(".git")).expect("create .git");
     std::fs::write(root.join(".gitignore"), "target/\n*.log\n").expect("write .gitignore");
     for n in 0..files {
-        let dir = root.join(format!("pkg_{:03}/src/mod_{:02}", n / (PER_DIR * 20), (n / PER_DIR) % 20));
+        let dir = root.join(format!(
+            "pkg_{:03}/src/mod_{:02}",
+            n / (PER_DIR * 20),
+            (n / PER_DIR) % 20
+        ));
         if n.is_multiple_of(PER_DIR) {
             std::fs::create_dir_all(&dir).expect("create dirs");
         }
-        std::fs::write(dir.join(format!("file_{:04}.rs", n % PER_DIR)), file_text(n))
-            .expect("write file");
+        std::fs::write(
+            dir.join(format!("file_{:04}.rs", n % PER_DIR)),
+            file_text(n),
+        )
+        .expect("write file");
     }
     let mut big = std::io::BufWriter::new(std::fs::File::create(root.join("big.log")).unwrap());
     for n in 1..=BIG_LINES {
@@ -89,7 +96,10 @@ fn rg_run(root: &Path) -> (Duration, usize) {
         .expect("run rg");
     let elapsed = start.elapsed();
     assert!(output.status.success(), "rg failed: {output:?}");
-    (elapsed, output.stdout.iter().filter(|&&b| b == b'\n').count())
+    (
+        elapsed,
+        output.stdout.iter().filter(|&&b| b == b'\n').count(),
+    )
 }
 
 fn context(root: &Path) -> ToolContext {
@@ -134,13 +144,16 @@ fn peak_rss(kind: &str, root: &Path) -> i64 {
         .output()
         .expect("run the child");
     let text = String::from_utf8_lossy(&out.stdout);
-    text.trim().parse().unwrap_or_else(|_| panic!("child said {text:?}"))
+    text.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("child said {text:?}"))
 }
 
 #[tokio::main]
 async fn main() {
     let tree = tempfile::tempdir_in("/tmp").expect("temp tree");
-    let root = std::env::var_os("TANDEM_BENCH_TREE").map_or(tree.path().to_path_buf(), PathBuf::from);
+    let root =
+        std::env::var_os("TANDEM_BENCH_TREE").map_or(tree.path().to_path_buf(), PathBuf::from);
     if let Ok(kind) = std::env::var("TANDEM_BENCH_CHILD") {
         return child(&kind, &root).await;
     }
@@ -157,7 +170,10 @@ async fn main() {
         std::fs::create_dir_all(&root).expect("create the tree's dir");
         let started = Instant::now();
         generate(&root, files);
-        println!("generated {files} files and big.log in {}", fmt(started.elapsed()));
+        println!(
+            "generated {files} files and big.log in {}",
+            fmt(started.elapsed())
+        );
     }
     let ctx = context(&root);
 
@@ -173,7 +189,11 @@ async fn main() {
         grep_times.push(timed(&Grep, json!({"pattern": PATTERN}), &ctx).await.0);
         list_times.push(timed(&ListFiles, json!({"glob": "**/*.rs"}), &ctx).await.0);
     }
-    let (rg, grep, list) = (Stats::of(&rg_times), Stats::of(&grep_times), Stats::of(&list_times));
+    let (rg, grep, list) = (
+        Stats::of(&rg_times),
+        Stats::of(&grep_times),
+        Stats::of(&list_times),
+    );
     report("rg -n", &rg);
     report("tandem grep", &grep);
     report("tandem list_files **/*.rs", &list);
@@ -187,7 +207,11 @@ async fn main() {
     let (rg_rss, grep_rss) = (peak_rss("rg", &root), peak_rss("grep", &root));
     verdict(
         "grep peak RSS vs rg",
-        &format!("{:.1} MiB vs {:.1} MiB", grep_rss as f64 / 1024.0, rg_rss as f64 / 1024.0),
+        &format!(
+            "{:.1} MiB vs {:.1} MiB",
+            grep_rss as f64 / 1024.0,
+            rg_rss as f64 / 1024.0
+        ),
         "<= rg's",
         grep_rss <= rg_rss,
     );
@@ -202,7 +226,11 @@ async fn main() {
     // read_file of the 100 MB file.
     let (mut first, mut middle) = (Vec::new(), Vec::new());
     for _ in 0..runs.max(5) {
-        first.push(timed(&ReadFile, json!({"path": "big.log", "limit": 200}), &ctx).await.0);
+        first.push(
+            timed(&ReadFile, json!({"path": "big.log", "limit": 200}), &ctx)
+                .await
+                .0,
+        );
         let args = json!({"path": "big.log", "offset": BIG_LINES / 2 + 1, "limit": 200});
         middle.push(timed(&ReadFile, args, &ctx).await.0);
     }

@@ -189,9 +189,15 @@ mod tests {
     #[test]
     fn past_the_end_names_the_line_count() {
         let err = window(b"a\nb\nc\n", 9, 2).unwrap_err();
-        assert_eq!(err.0, "offset 9 is past the end of `f.txt`, which has 3 lines");
+        assert_eq!(
+            err.0,
+            "offset 9 is past the end of `f.txt`, which has 3 lines"
+        );
         let err = window(b"a\nb\nc\n", 4, 2).unwrap_err();
-        assert_eq!(err.0, "offset 4 is past the end of `f.txt`, which has 3 lines");
+        assert_eq!(
+            err.0,
+            "offset 4 is past the end of `f.txt`, which has 3 lines"
+        );
     }
 
     #[test]
