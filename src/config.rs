@@ -256,15 +256,69 @@ pub enum ConfigError {
     Invalid { origin: String, message: String },
 }
 
-/// The state directory: `$TANDEM_HOME`, else `~/.local/state/tandem`.
-pub fn tandem_home() -> PathBuf {
+/// The state directory: `$TANDEM_HOME`, else `~/.local/state/tandem`,
+/// the home directory being `$HOME`, else the password database's (ACP
+/// clients such as agentic.nvim start agents with only `PATH` and their
+/// own variables). Never a temporary directory: without a home, the error
+/// says so and what to set.
+pub fn tandem_home() -> Result<PathBuf, HomeError> {
     if let Some(home) = std::env::var_os("TANDEM_HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(home);
+        return Ok(PathBuf::from(home));
     }
-    let base = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    base.join(".local/state/tandem")
+    let base = match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => PathBuf::from(home),
+        None => home_from_passwd().ok_or(HomeError {
+            // SAFETY: getuid has no failure mode and touches no memory.
+            uid: unsafe { libc::getuid() },
+        })?,
+    };
+    Ok(base.join(".local/state/tandem"))
+}
+
+/// No state directory: neither `TANDEM_HOME` nor `HOME` is set and the
+/// password database has no home directory for the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "cannot find where to keep tandem's state: TANDEM_HOME and HOME are unset, and the \
+     password database has no home directory for uid {uid}; set HOME or TANDEM_HOME"
+)]
+pub struct HomeError {
+    pub uid: u32,
+}
+
+/// The current user's home directory in the password database
+/// (`getpwuid_r`), if it names one.
+fn home_from_passwd() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: getuid has no failure mode and touches no memory.
+    let uid = unsafe { libc::getuid() };
+    let mut buf = vec![0u8; 1024];
+    loop {
+        // SAFETY: `passwd` is plain data; getpwuid_r fills it with pointers
+        // into `buf`, which outlives every read of them below.
+        let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        let rc = unsafe {
+            libc::getpwuid_r(
+                uid,
+                &mut entry,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        if rc == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if rc != 0 || found.is_null() || entry.pw_dir.is_null() {
+            return None;
+        }
+        // SAFETY: a NUL-terminated string inside `buf`, set by getpwuid_r.
+        let dir = unsafe { std::ffi::CStr::from_ptr(entry.pw_dir) };
+        let dir = std::ffi::OsStr::from_bytes(dir.to_bytes());
+        return (!dir.is_empty()).then(|| PathBuf::from(dir));
+    }
 }
 
 /// Builds a [`Config`] from layers.
@@ -452,6 +506,25 @@ fn merge(base: &mut Value, layer: Value) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_home_directory_comes_from_the_password_database() {
+        // The entry `getent` finds for this uid, when the database has one.
+        let uid = unsafe { libc::getuid() };
+        let Ok(out) = std::process::Command::new("getent")
+            .args(["passwd", &uid.to_string()])
+            .output()
+        else {
+            panic!("getent is missing: cannot check the password database");
+        };
+        let line = String::from_utf8_lossy(&out.stdout);
+        let expected = line.trim().split(':').nth(5).filter(|d| !d.is_empty());
+        assert_eq!(
+            super::home_from_passwd(),
+            expected.map(PathBuf::from),
+            "{line}"
+        );
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -126,7 +126,7 @@ async fn exec(
         file,
         range,
         mode,
-        home: tandem_home(),
+        home: home(),
         workspace,
         durability: durability(),
     })
@@ -139,7 +139,7 @@ async fn doctor(json: bool) -> ExitCode {
     let workspace = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
     ExitCode::from(
         doctor::run(doctor::DoctorOptions {
-            home: tandem_home(),
+            home: home(),
             workspace,
             json,
         })
@@ -148,7 +148,7 @@ async fn doctor(json: bool) -> ExitCode {
 }
 
 fn list_sessions() -> ExitCode {
-    let dir = tandem_home().join("sessions");
+    let dir = home().join("sessions");
     let sessions = tandem::core::history::list_session_logs(&dir, &Default::default());
     if sessions.is_empty() {
         println!("no sessions in {}", dir.display());
@@ -172,7 +172,7 @@ fn replay(session_id: &str, full: bool, json: bool, files: bool, turn: Option<St
         ReplayFormat::Text
     };
     let options = ReplayOptions { full, turn };
-    let dir = tandem_home().join("sessions");
+    let dir = home().join("sessions");
     match replay_session(&dir, session_id, &options, format) {
         Ok(text) => {
             print!("{text}");
@@ -185,13 +185,22 @@ fn replay(session_id: &str, full: bool, json: bool, files: bool, turn: Option<St
     }
 }
 
+/// `$TANDEM_HOME` (see `tandem_home`); without one, the process ends
+/// here with the reason, before anything is written anywhere.
+fn home() -> std::path::PathBuf {
+    tandem_home().unwrap_or_else(|e| {
+        eprintln!("tandem: {e}");
+        std::process::exit(2)
+    })
+}
+
 /// Logs go to stderr and to `$TANDEM_HOME/logs/tandem.log`; never to
 /// stdout, which carries protocol frames only.
 fn init_tracing() {
     use tracing_subscriber::fmt::writer::MakeWriterExt;
     let filter = tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let dir = tandem_home().join("logs");
+    let dir = home().join("logs");
     let file = std::fs::create_dir_all(&dir).and_then(|_| {
         std::fs::OpenOptions::new()
             .create(true)
@@ -236,7 +245,7 @@ async fn serve_lsp<R>(stdin: R) -> ExitCode
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
 {
-    match lsp::serve(stdin, tandem_home(), durability()).await {
+    match lsp::serve(stdin, home(), durability()).await {
         LspEnd::Clean => ExitCode::SUCCESS,
         LspEnd::ExitWithoutShutdown => ExitCode::from(1),
     }
@@ -246,7 +255,7 @@ async fn serve_acp<R>(stdin: R) -> ExitCode
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
 {
-    tandem::frontend::acp::serve(stdin, tandem_home(), durability()).await;
+    tandem::frontend::acp::serve(stdin, home(), durability()).await;
     ExitCode::SUCCESS
 }
 
@@ -260,11 +269,11 @@ async fn serve(stop: bool, status: bool, listen: Option<String>) -> ExitCode {
         return ExitCode::from(2);
     }
     let code = if stop {
-        serve::stop(tandem_home()).await
+        serve::stop(home()).await
     } else if status {
-        serve::status(tandem_home()).await
+        serve::status(home()).await
     } else {
-        serve::run(tandem_home(), durability()).await
+        serve::run(home(), durability()).await
     };
     ExitCode::from(code)
 }
@@ -334,9 +343,9 @@ fn main() -> ExitCode {
             Some(Command::Lsp { attach: false, .. }) => {
                 serve_lsp(tandem::frontend::stdin_reader()).await
             }
-            Some(Command::Lsp { attach: true, .. }) => ExitCode::from(
-                tandem::frontend::serve::shim::run(tokio::io::stdin(), tandem_home()).await,
-            ),
+            Some(Command::Lsp { attach: true, .. }) => {
+                ExitCode::from(tandem::frontend::serve::shim::run(tokio::io::stdin(), home()).await)
+            }
             Some(Command::Serve {
                 stop,
                 status,
@@ -344,7 +353,7 @@ fn main() -> ExitCode {
             }) => serve(stop, status, listen).await,
             Some(Command::Acp { attach: false }) => serve_acp(tokio::io::stdin()).await,
             Some(Command::Acp { attach: true }) => ExitCode::from(
-                tandem::frontend::serve::acp_shim::run(tokio::io::stdin(), tandem_home()).await,
+                tandem::frontend::serve::acp_shim::run(tokio::io::stdin(), home()).await,
             ),
             Some(Command::Exec {
                 task,

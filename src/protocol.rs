@@ -20,6 +20,9 @@ pub mod error_code {
     pub const INVALID_CONFIG: i64 = -32003;
     /// The daemon could not create or open the session's state on disk.
     pub const SESSION_STORAGE: i64 = -32004;
+    /// The session cannot be deleted now: a turn runs in it, or another
+    /// tandem process has it open.
+    pub const SESSION_BUSY: i64 = -32005;
     /// LSP's `ContentModified`: the request's document version is not the
     /// one the daemon has (`tandem/runTask`, `tandem.runTask`).
     pub const CONTENT_MODIFIED: i64 = -32801;
@@ -320,6 +323,10 @@ pub enum SessionUpdate {
     CurrentModeUpdate {
         current_mode_id: String,
     },
+    /// The session's title (ACP's `session_info_update`).
+    SessionInfo {
+        title: String,
+    },
     Usage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call: Option<WireUsage>,
@@ -529,4 +536,23 @@ pub struct RespondParams {
     pub result: Option<Value>,
     #[serde(default)]
     pub error: Option<Value>,
+}
+
+// Issue 29: session titles, close and delete.
+
+/// `tandem/renameSession` params; the result is `{title}`, the title as
+/// kept (trimmed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RenameSessionParams {
+    pub session_id: String,
+    pub title: String,
+}
+
+/// `tandem/closeSession` and `tandem/deleteSession` params; the result is
+/// `{}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionIdParams {
+    pub session_id: String,
 }

@@ -37,11 +37,17 @@ use crate::vocab::bridge::ClientBridge;
 use crate::vocab::event::UserContent;
 use crate::workspace::Workspace;
 
+#[path = "daemon_lifecycle.rs"]
+mod lifecycle;
+
 /// A failed daemon call.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error("unknown session `{0}`")]
     UnknownSession(String),
+    /// The session is busy: a turn runs or prompts wait (deleting it).
+    #[error("{0}")]
+    Busy(String),
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("session storage: {0}")]
@@ -77,7 +83,8 @@ pub struct Daemon {
     /// `initializationOptions`, already checked.
     init_options: Mutex<Value>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Each session's task, by session id.
+    tasks: Mutex<Vec<(String, JoinHandle<()>)>>,
     shutdown: CancellationToken,
     admission: Mutex<Vec<Arc<dyn AdmissionHook>>>,
     extra_tools: Mutex<Vec<Arc<dyn Tool>>>,
@@ -239,11 +246,12 @@ impl Daemon {
         let (workspace, roots) = self.workspace_for(params.workspace_folder.clone());
         let config = self.session_config(&roots, params.config.as_ref())?;
         let id = uuid::Uuid::new_v4().simple().to_string();
+        let title = params.title.filter(|t| !t.trim().is_empty());
         let header = LogHeader {
             tandem_log: LOG_VERSION,
             session_id: id.clone(),
             created: now_rfc3339(),
-            title: params.title,
+            title: title.clone(),
             workspace: roots.clone(),
             workspace_folder: params.workspace_folder,
             config: params.config,
@@ -262,6 +270,7 @@ impl Daemon {
             Arc::new(log),
             self.shutdown.child_token(),
         ));
+        session.set_header_title(title);
         let mut projection = Projection::new(system_prompt(&roots));
         // The instructions in force from the start: the newSession answer
         // names them, and the first turn logs again only what changed.
@@ -322,6 +331,7 @@ impl Daemon {
             self.shutdown.child_token(),
         ));
         session.restore(&events);
+        session.set_header_title(header.title.clone());
         let projection =
             Projection::from_events(system_prompt(&roots), events.iter().map(|e| &e.event));
         for event in &events {
@@ -458,7 +468,7 @@ impl Daemon {
         self.tasks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(task);
+            .push((session.id.clone(), task));
         self.sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -618,6 +628,7 @@ impl Daemon {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .drain(..)
+            .map(|(_, task)| task)
             .collect();
         for task in tasks {
             let _ = task.await;

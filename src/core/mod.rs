@@ -15,3 +15,4 @@ pub mod projection;
 pub mod session;
 pub mod spend;
 pub mod tasks;
+pub mod title;

@@ -113,6 +113,8 @@ pub struct Session {
     restored_usage: Mutex<Usage>,
     /// The running turn's title, when the prompt that opened it had one.
     turn_title: Mutex<Option<(TurnId, String)>>,
+    /// The session's title (`title_changed`, else the log header's).
+    title: Mutex<Option<String>>,
     /// The instruction files in force and their reader.
     instructions: Mutex<SessionInstructions>,
 }
@@ -148,6 +150,7 @@ impl Session {
             }),
             restored_usage: Mutex::new(Usage::default()),
             turn_title: Mutex::new(None),
+            title: Mutex::new(None),
             instructions: Mutex::new(SessionInstructions::default()),
             config,
         }
@@ -243,6 +246,11 @@ impl Session {
             Some((started, title, about)) => (Some(started), Some(title), about),
             None => (None, None, None),
         };
+        // A prompt (or a steer that opens a turn) names an untitled
+        // session; context injected without waking does not.
+        if queue == InputQueue::NextTurn || wake {
+            self.title_from_prompt(&content);
+        }
         let message_id = format!("m{}", self.next_message.fetch_add(1, Ordering::Relaxed));
         // The log line and the queue entry are made under the inbox lock so
         // the log's order of queued inputs is the order they are taken in.
@@ -393,6 +401,9 @@ impl Session {
                     usage.add(u)
                 }
                 Event::ModeChanged { mode } => approvals.mode = *mode,
+                Event::TitleChanged { title, .. } => {
+                    *self.title.lock().unwrap_or_else(|e| e.into_inner()) = Some(title.clone())
+                }
                 Event::ApprovalDecided {
                     decision,
                     scope: Some(scope),
@@ -561,6 +572,50 @@ impl Session {
                 cost_usd: None,
             });
         }
+    }
+
+    /// The session's title, if it has one yet.
+    pub fn title(&self) -> Option<String> {
+        self.title.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The title the log header gives (not an event: the header has it).
+    pub fn set_header_title(&self, title: Option<String>) {
+        let mut current = self.title.lock().unwrap_or_else(|e| e.into_inner());
+        if current.is_none() {
+            *current = title;
+        }
+    }
+
+    /// Names an untitled session after the first line of `content` (its
+    /// first prompt), logging the title.
+    pub fn title_from_prompt(&self, content: &[UserContent]) {
+        let mut current = self.title.lock().unwrap_or_else(|e| e.into_inner());
+        if current.is_some() {
+            return;
+        }
+        if let Some(title) = crate::core::title::title_of_prompt(content) {
+            self.log.append(Event::TitleChanged {
+                title: title.clone(),
+                renamed: false,
+            });
+            *current = Some(title);
+        }
+    }
+
+    /// The user's name for the session, logged; it replaces any title.
+    pub fn rename(&self, title: String) {
+        let mut current = self.title.lock().unwrap_or_else(|e| e.into_inner());
+        self.log.append(Event::TitleChanged {
+            title: title.clone(),
+            renamed: true,
+        });
+        *current = Some(title);
+    }
+
+    /// No input (prompt or steer) ever reached the session.
+    pub fn is_empty(&self) -> bool {
+        self.next_message.load(Ordering::Relaxed) == 1
     }
 
     pub fn queued_prompts(&self) -> usize {

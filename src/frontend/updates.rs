@@ -28,6 +28,7 @@ pub fn daemon_error_parts(error: DaemonError) -> (i64, String, Option<serde_json
         ),
         DaemonError::Config(e) => (error_code::INVALID_CONFIG, e.to_string(), None),
         DaemonError::Storage(message) => (error_code::SESSION_STORAGE, message, None),
+        DaemonError::Busy(message) => (error_code::SESSION_BUSY, message, None),
     }
 }
 
@@ -190,6 +191,9 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         },
         Event::ModeChanged { mode } => SessionUpdate::CurrentModeUpdate {
             current_mode_id: mode.as_str().to_string(),
+        },
+        Event::TitleChanged { title, .. } => SessionUpdate::SessionInfo {
+            title: title.clone(),
         },
         Event::ToolResult {
             call_id,

@@ -7,7 +7,9 @@
 //! (sandbox off, or an unsandboxed run the user allowed), in the client's
 //! terminal when it has one (ACP `terminal/*`), else with the local runner.
 //! A client's terminal cannot be confined, so a sandboxed command never
-//! runs there.
+//! runs there. In review mode, a command the sandbox refused (a `[sandbox]`
+//! note) is offered again outside it, as a second permission request that
+//! says what was refused.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,12 +18,13 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::exec::sandbox::{denial, Confinement};
+use super::exec::sandbox::{denial, Confinement, SandboxPolicy};
 use super::exec::{
     run_command, CommandEnd, CommandSpec, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT,
 };
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
-use crate::vocab::bridge::{BridgeOutcome, TerminalCommand, TerminalEnd};
+use crate::vocab::approval::ApprovalMode;
+use crate::vocab::bridge::{BridgeOutcome, PermissionRequest, TerminalCommand, TerminalEnd};
 
 /// Longest timeout a call may ask for.
 const MAX_TIMEOUT: Duration = Duration::from_secs(600);
@@ -44,8 +47,8 @@ struct Args {
     timeout_ms: Option<u64>,
     /// Asks the user to run this command outside the sandbox (the driver's
     /// approval gate asks; Codex's name and shape).
-    #[serde(default)]
-    with_escalated_permissions: Option<bool>,
+    #[serde(default, rename = "with_escalated_permissions")]
+    _with_escalated_permissions: Option<bool>,
     /// Why, shown to the user with the request (by the approval gate).
     #[serde(default, rename = "justification")]
     _justification: Option<String>,
@@ -95,8 +98,8 @@ impl Tool for ExecCommand {
         format!("Run `{cmd}`")
     }
 
-    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
-        let args: Args = parse_args(self.name(), &args)?;
+    async fn run(&self, raw_args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
+        let args: Args = parse_args(self.name(), &raw_args)?;
         if args.cmd.trim().is_empty() {
             return Err(ToolError::new("`cmd` is empty"));
         }
@@ -132,55 +135,147 @@ impl Tool for ExecCommand {
                 )));
             }
         };
-        if policy.is_none() && ctx.bridge.facilities().terminal {
-            return in_client_terminal(args.cmd, workdir, timeout, ctx).await;
-        }
-        let mut spec = CommandSpec::new(args.cmd, workdir.clone());
-        spec.env_allow = ctx.env_allow.clone();
-        spec.timeout = timeout;
-        spec.sandbox = policy.clone();
-        // The runner gets a task of its own. The driver drops this future
-        // as soon as the turn is cancelled; dropped mid-run, the runner
-        // would leave the killed shell to tokio's best-effort orphan
-        // reaping, which can miss it and leave a zombie. In its own task it
-        // sees the cancel, kills the group and reaps the shell itself.
-        let cancel = ctx.cancel.child_token();
-        let stream_open = Arc::new(Mutex::new(true));
-        let _stop = StopOnDrop {
-            cancel: cancel.clone(),
-            stream_open: stream_open.clone(),
+        let Some(policy) = policy else {
+            return run_unconfined(args.cmd, workdir, timeout, ctx).await;
         };
-        let emit = ctx.emit.clone();
-        let mut stream = StreamBudget::new(MAX_STREAMED_BYTES);
-        let runner = tokio::spawn(run_command(spec, cancel, move |piece| {
-            // Held while emitting, so no output is recorded after the call
-            // has been given up on (and so, maybe, after its result).
-            let open = stream_open.lock().unwrap_or_else(|e| e.into_inner());
-            if *open {
-                if let Some(piece) = stream.take(piece) {
-                    emit(ToolEvent::Output(piece))
-                }
-            }
-        }));
-        let outcome = runner
+        let (text, refused) = run_local(args.cmd.clone(), &workdir, timeout, Some(&policy), ctx)
             .await
-            .map_err(|e| ToolError::new(format!("the command runner failed: {e}")))?
-            .map_err(|e| ToolError::new(e.to_string()))?;
-        let mut text = outcome.to_model_text();
-        if let Some(policy) = &policy {
-            let mut notes = Vec::new();
-            // Asked to leave the sandbox, the user chose a plain allow.
-            if args.with_escalated_permissions == Some(true) {
-                notes.push("the user allowed this command only inside the sandbox".to_string());
+            .map(|(text, output)| {
+                let notes = denial::explain(&output, &policy, &workdir);
+                (with_notes(text, &notes), notes)
+            })?;
+        if refused.is_empty() || ctx.mode != ApprovalMode::Review {
+            return Ok(text);
+        }
+        // In review mode the user allowed this command; the sandbox refused
+        // it. Running it outside is a second, separate request that says
+        // why, never an option beside the sandboxed run.
+        match ask_to_leave_the_sandbox(&args.cmd, raw_args, &refused, ctx).await {
+            Some(true) => {
+                let again = run_unconfined(args.cmd, workdir, timeout, ctx).await?;
+                Ok(format!(
+                    "[sandbox] the sandbox refused the first run ({}); the user allowed running it again outside the sandbox\n{again}",
+                    refused[0]
+                ))
             }
-            notes.extend(denial::explain(&outcome.output, policy, &workdir));
-            text = with_notes(text, &notes);
+            Some(false) => Ok(with_notes(
+                text,
+                &["the user declined to run it outside the sandbox".to_string()],
+            )),
+            None => Ok(text),
         }
-        match outcome.end {
-            // The driver reports a cancelled call as aborted; say the same.
-            CommandEnd::Cancelled => Err(ToolError::new(text)),
-            _ => Ok(text),
+    }
+}
+
+/// Asks the user to run `cmd` again outside the sandbox, saying what the
+/// sandbox refused; `None` when nobody could be asked or they dismissed
+/// it. The decision is logged as the call's `approval_decided`.
+async fn ask_to_leave_the_sandbox(
+    cmd: &str,
+    raw_input: Value,
+    refused: &[String],
+    ctx: &ToolContext,
+) -> Option<bool> {
+    if !ctx.bridge.abilities().request_permission || ctx.cancel.is_cancelled() {
+        return None;
+    }
+    (ctx.emit)(ToolEvent::Waiting("permission"));
+    let request = PermissionRequest {
+        session_id: ctx.session_id.clone(),
+        tool_call_id: ctx.call_id.clone(),
+        title: format!("Run `{cmd}` outside the sandbox? The sandbox refused it"),
+        kind: "execute".to_string(),
+        raw_input,
+        always_scope: None,
+        text: Some(format!(
+            "$ {cmd}\n\nThe sandbox refused it: {}\n\nOutside the sandbox it runs with your full rights and the network.",
+            refused.join("; ")
+        )),
+        diffs: Vec::new(),
+    };
+    match ctx.bridge.request_permission(request, &ctx.cancel).await {
+        BridgeOutcome::Answered(answer) => {
+            let allows = answer.choice.allows();
+            (ctx.emit)(ToolEvent::Decided {
+                decision: answer.choice.option_id(),
+                unsandboxed: allows,
+            });
+            Some(allows)
         }
+        BridgeOutcome::Cancelled => {
+            if !ctx.cancel.is_cancelled() {
+                (ctx.emit)(ToolEvent::Decided {
+                    decision: "dismissed",
+                    unsandboxed: false,
+                });
+            }
+            None
+        }
+        BridgeOutcome::Unavailable(_) => None,
+    }
+}
+
+/// An unconfined run: in the client's terminal when it has one (the user
+/// watches it there), else with the local runner.
+async fn run_unconfined(
+    cmd: String,
+    workdir: std::path::PathBuf,
+    timeout: Duration,
+    ctx: &ToolContext,
+) -> Result<String, ToolError> {
+    if ctx.bridge.facilities().terminal {
+        return in_client_terminal(cmd, workdir, timeout, ctx).await;
+    }
+    run_local(cmd, &workdir, timeout, None, ctx)
+        .await
+        .map(|(text, _)| text)
+}
+
+/// Runs `cmd` with the local runner (in the sandbox when `policy` says
+/// so), streaming its output: the model's text and the whole output.
+async fn run_local(
+    cmd: String,
+    workdir: &std::path::Path,
+    timeout: Duration,
+    policy: Option<&SandboxPolicy>,
+    ctx: &ToolContext,
+) -> Result<(String, String), ToolError> {
+    let mut spec = CommandSpec::new(cmd, workdir.to_path_buf());
+    spec.env_allow = ctx.env_allow.clone();
+    spec.timeout = timeout;
+    spec.sandbox = policy.cloned();
+    // The runner gets a task of its own. The driver drops this future
+    // as soon as the turn is cancelled; dropped mid-run, the runner
+    // would leave the killed shell to tokio's best-effort orphan
+    // reaping, which can miss it and leave a zombie. In its own task it
+    // sees the cancel, kills the group and reaps the shell itself.
+    let cancel = ctx.cancel.child_token();
+    let stream_open = Arc::new(Mutex::new(true));
+    let _stop = StopOnDrop {
+        cancel: cancel.clone(),
+        stream_open: stream_open.clone(),
+    };
+    let emit = ctx.emit.clone();
+    let mut stream = StreamBudget::new(MAX_STREAMED_BYTES);
+    let runner = tokio::spawn(run_command(spec, cancel, move |piece| {
+        // Held while emitting, so no output is recorded after the call
+        // has been given up on (and so, maybe, after its result).
+        let open = stream_open.lock().unwrap_or_else(|e| e.into_inner());
+        if *open {
+            if let Some(piece) = stream.take(piece) {
+                emit(ToolEvent::Output(piece))
+            }
+        }
+    }));
+    let outcome = runner
+        .await
+        .map_err(|e| ToolError::new(format!("the command runner failed: {e}")))?
+        .map_err(|e| ToolError::new(e.to_string()))?;
+    let text = outcome.to_model_text();
+    match outcome.end {
+        // The driver reports a cancelled call as aborted; say the same.
+        CommandEnd::Cancelled => Err(ToolError::new(text)),
+        _ => Ok((text, outcome.output)),
     }
 }
 

@@ -69,8 +69,9 @@ pub struct ToolContext {
     pub env_allow: Vec<String>,
     /// `[sandbox]`: how commands are confined.
     pub sandbox: crate::config::sandbox::SandboxConfig,
-    /// The approval of this call lets it run unconfined: the user chose
-    /// `allow_once_unsandboxed`, or allowed it where no sandbox exists.
+    /// The approval of this call lets it run unconfined: the user allowed
+    /// the model's request to leave the sandbox, or allowed it where no
+    /// sandbox exists.
     pub unsandboxed: bool,
 }
 
@@ -112,6 +113,13 @@ pub enum ToolEvent {
     },
     /// The call waits for the user: `permission` or `input`.
     Waiting(&'static str),
+    /// The user decided on a request the tool made itself (a second
+    /// request to run a command the sandbox refused outside it); logged
+    /// as the call's `approval_decided`.
+    Decided {
+        decision: &'static str,
+        unsandboxed: bool,
+    },
 }
 
 /// A tool's failure, phrased for the model, and what kind it is.

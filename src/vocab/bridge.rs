@@ -77,8 +77,6 @@ pub struct TerminalRun {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PermissionChoice {
     AllowOnce,
-    /// Run this one command outside the exec sandbox.
-    AllowOnceUnsandboxed,
     AllowAlways,
     RejectOnce,
     RejectAlways,
@@ -88,7 +86,6 @@ impl PermissionChoice {
     pub fn option_id(&self) -> &'static str {
         match self {
             PermissionChoice::AllowOnce => "allow_once",
-            PermissionChoice::AllowOnceUnsandboxed => "allow_once_unsandboxed",
             PermissionChoice::AllowAlways => "allow_always",
             PermissionChoice::RejectOnce => "reject_once",
             PermissionChoice::RejectAlways => "reject_always",
@@ -98,7 +95,6 @@ impl PermissionChoice {
     pub fn from_option_id(id: &str) -> Option<Self> {
         Some(match id {
             "allow_once" => PermissionChoice::AllowOnce,
-            "allow_once_unsandboxed" => PermissionChoice::AllowOnceUnsandboxed,
             "allow_always" => PermissionChoice::AllowAlways,
             "reject_once" => PermissionChoice::RejectOnce,
             "reject_always" => PermissionChoice::RejectAlways,
@@ -109,9 +105,7 @@ impl PermissionChoice {
     pub fn allows(&self) -> bool {
         matches!(
             self,
-            PermissionChoice::AllowOnce
-                | PermissionChoice::AllowOnceUnsandboxed
-                | PermissionChoice::AllowAlways
+            PermissionChoice::AllowOnce | PermissionChoice::AllowAlways
         )
     }
 }
@@ -143,9 +137,12 @@ pub struct PermissionRequest {
     pub raw_input: Value,
     /// What `allow_always` would remember (e.g. the command prefix).
     pub always_scope: Option<String>,
-    /// Offer `allow_once_unsandboxed`: the call would run in the exec
-    /// sandbox, and the user may let it out once.
-    pub offer_unsandboxed: bool,
+    /// What the user approves, shown in the request itself (a client need
+    /// not have kept the call's earlier updates): the command line, and
+    /// why a second request asks again.
+    pub text: Option<String>,
+    /// The file changes the call would make.
+    pub diffs: Vec<crate::vocab::event::FileDiff>,
 }
 
 /// How a request to the editor ended.

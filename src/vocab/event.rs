@@ -428,6 +428,14 @@ pub enum Event {
         limit: f64,
         estimate: f64,
     },
+    // Issue 29 (session titles) adds from here.
+    /// The session's title: the first line of its first prompt, or the
+    /// name the user gave it (`renamed`).
+    TitleChanged {
+        title: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        renamed: bool,
+    },
     // Issue 25 (project instructions) adds from here.
     /// The instruction files the model is given from now on, and the text
     /// made of them that it reads at the end of the system prompt. Logged
@@ -492,7 +500,8 @@ impl Event {
         match self {
             Event::InputQueued { .. }
             | Event::InputDiscarded { .. }
-            | Event::ModeChanged { .. } => None,
+            | Event::ModeChanged { .. }
+            | Event::TitleChanged { .. } => None,
             Event::Instructions { turn_id, .. } => turn_id.as_deref(),
             Event::TurnStart { turn_id }
             | Event::UserMessage { turn_id, .. }
@@ -537,6 +546,7 @@ impl Event {
                 | Event::UserMessage { .. }
                 | Event::ApprovalDecided { .. }
                 | Event::ModeChanged { .. }
+                | Event::TitleChanged { .. }
                 | Event::Compacted { .. }
                 | Event::TurnEnd { .. }
         )

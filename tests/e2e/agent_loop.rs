@@ -40,7 +40,8 @@ async fn streamed_chunks_reach_the_client_before_the_prompt_response() {
         .count();
     assert_eq!(chunks, 4, "one update per streamed delta");
     let kinds = update_kinds(&updates);
-    assert_eq!(kinds.first().map(String::as_str), Some("input_status"));
+    // The title the first prompt gives the session, then the prompt's status.
+    assert_eq!(kinds[..2], ["session_info", "input_status"], "{kinds:?}");
     assert!(kinds.contains(&"user_message".to_string()));
     assert!(kinds.contains(&"usage".to_string()));
     assert_eq!(

@@ -32,5 +32,7 @@ mod replay;
 mod request_bodies;
 mod sandbox;
 mod serve;
+mod session_lifecycle;
 mod sessions;
+mod state_home;
 mod tasks;

@@ -56,10 +56,18 @@ export interface SessionSummary {
   state: 'running' | 'idle' | 'interrupted' | 'unreadable';
   turnCount: number;
   kind?: string;
+  /** No prompt ever reached the session. */
+  empty?: boolean;
 }
 export const listSessions = new RequestType<{ workspaceFolder?: string }, { sessions: SessionSummary[] }, void>(
   'tandem/listSessions',
 );
+/** The session's title is the first line of its first prompt until renamed. */
+export const renameSession = new RequestType<{ sessionId: string; title: string }, { title: string }, void>('tandem/renameSession');
+/** Frees a session (its log stays). */
+export const closeSession = new RequestType<{ sessionId: string }, Record<string, never>, void>('tandem/closeSession');
+/** Removes a session's log; `-32005` while a turn runs. */
+export const deleteSession = new RequestType<{ sessionId: string }, Record<string, never>, void>('tandem/deleteSession');
 /** `tandem/listMcpServers` (protocol.md, MCP servers). */
 export interface McpServerInfo {
   name: string;
@@ -123,19 +131,20 @@ export type SessionUpdate =
   | { sessionUpdate: 'plan'; entries: PlanEntry[] }
   | { sessionUpdate: 'context_compacted'; removedMessages: number; summarized: boolean }
   | { sessionUpdate: 'current_mode_update'; currentModeId: ApprovalMode }
+  | { sessionUpdate: 'session_info'; title: string }
   | { sessionUpdate: 'usage'; call: Usage; turn: Usage; session: Usage }
   | { sessionUpdate: 'turn_end'; stopReason: StopReason; message?: string; usage: Usage };
 
 export interface UpdateParams { sessionId: string; turnId?: string; update: SessionUpdate }
 export const update = new NotificationType<UpdateParams>('tandem/update');
 
-/** `allow_once_unsandboxed` runs one command outside the exec sandbox; its kind is `allow_once`. */
-export type PermissionOptionId = 'allow_once' | 'allow_once_unsandboxed' | 'allow_always' | 'reject_once' | 'reject_always';
+/** Each option of a request has a kind of its own (`optionId` = `kind`); a run outside the exec sandbox is a request of its own. */
+export type PermissionOptionId = 'allow_once' | 'allow_always' | 'reject_once' | 'reject_always';
 export type PermissionOptionKind = 'allow_once' | 'allow_always' | 'reject_once' | 'reject_always';
 export interface PermissionOption { optionId: PermissionOptionId; name: string; kind: PermissionOptionKind }
 export interface RequestPermissionParams {
   sessionId: string;
-  toolCall: { toolCallId: string; title: string; kind: string; status: string; rawInput?: unknown };
+  toolCall: { toolCallId: string; title: string; kind: string; status: string; rawInput?: unknown; content?: ToolCallContent[] };
   options: PermissionOption[];
 }
 export type RequestPermissionResult =

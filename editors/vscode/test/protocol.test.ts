@@ -60,7 +60,7 @@ test('a permission answered in the chat runs the command', async () => {
   const sent = d.chat.send('run echo', []);
   const card = await d.waitForLocal((e): e is Extract<LocalEvent, { local: 'permission' }> => e.local === 'permission');
   assert.equal(card.title, 'Run `echo hello-from-tool`');
-  assert.deepEqual(card.options.map((o) => o.optionId), ['allow_once', 'allow_always', 'reject_once', 'reject_always', 'allow_once_unsandboxed']);
+  assert.deepEqual(card.options.map((o) => o.optionId), ['allow_once', 'allow_always', 'reject_once', 'reject_always']);
   d.requests.answerPermission(card.requestId, 'allow_once');
   await sent;
   const [, second] = await newRequests(base, 2);

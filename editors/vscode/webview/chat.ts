@@ -178,8 +178,7 @@ function renderPermission(item: Extract<Item, { kind: 'permission' }>): HTMLElem
   }
   const row = h('div', { class: 'options' });
   for (const o of item.options) {
-    // Lifting the sandbox is an allow, but not the one to click by habit.
-    const cls = o.optionId === 'allow_once_unsandboxed' ? 'unsandboxed secondary' : o.kind.startsWith('allow') ? 'allow' : 'reject secondary';
+    const cls = o.kind.startsWith('allow') ? 'allow' : 'reject secondary';
     row.append(button(o.name, () => vscode.postMessage({ type: 'permission', requestId: item.requestId, optionId: o.optionId as PermissionOptionId }), cls));
   }
   row.append(button('Dismiss', () => vscode.postMessage({ type: 'permission', requestId: item.requestId, optionId: 'cancelled' }), 'secondary'));

@@ -130,8 +130,9 @@ fn scope_covers(scope: &str, cmd: &str) -> bool {
 pub(super) enum Approved {
     /// As configured: in the sandbox, or unconfined with `[sandbox] mode = "off"`.
     AsConfigured,
-    /// Outside the sandbox: the user chose `allow_once_unsandboxed`, or
-    /// allowed the call where there is no sandbox.
+    /// Outside the sandbox: the user allowed the model's request to leave
+    /// it (`with_escalated_permissions`), or allowed the call where there
+    /// is no sandbox.
     Unsandboxed,
 }
 
@@ -236,6 +237,22 @@ pub(super) async fn approve(
     } else {
         title
     };
+    // What is asked is one run: in the sandbox, or, where the sandbox is
+    // missing or the model asked to leave it, outside it (the title says
+    // which). An unsandboxed run is never one option beside a sandboxed
+    // one: a second request asks for it when the sandbox refuses a
+    // command (`exec_command`).
+    let text = if cmd.is_empty() {
+        None
+    } else if escalation {
+        Some(format!(
+            "$ {cmd}\n\nRuns outside the sandbox: with your full rights and the network."
+        ))
+    } else if let Some(why) = &no_sandbox {
+        Some(format!("$ {cmd}\n\nRuns without a sandbox ({why})."))
+    } else {
+        Some(format!("$ {cmd}"))
+    };
     let request = PermissionRequest {
         session_id: session.id.clone(),
         tool_call_id: ctx.call_id.clone(),
@@ -243,7 +260,13 @@ pub(super) async fn approve(
         kind: tool.kind().to_string(),
         raw_input: args.clone(),
         always_scope: scope.clone(),
-        offer_unsandboxed: confinement.is_sandboxed(),
+        text,
+        diffs: Vec::new(),
+    };
+    let allowed = if escalation {
+        Approved::Unsandboxed
+    } else {
+        allowed
     };
     match ctx.bridge.request_permission(request, &ctx.cancel).await {
         BridgeOutcome::Answered(answer) => {
@@ -252,10 +275,7 @@ pub(super) async fn approve(
                 PermissionChoice::AllowAlways | PermissionChoice::RejectAlways => scope.clone(),
                 _ => None,
             };
-            let approved = match choice {
-                PermissionChoice::AllowOnceUnsandboxed => Approved::Unsandboxed,
-                _ => allowed,
-            };
+            let approved = allowed;
             decide(
                 choice.option_id(),
                 remembered.clone(),

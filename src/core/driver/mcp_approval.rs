@@ -88,7 +88,9 @@ pub(super) async fn approve_mcp(
         kind: tool.kind().to_string(),
         raw_input: args.clone(),
         always_scope: Some(scope.clone()),
-        offer_unsandboxed: false,
+        // What the call would do, in the request itself (issue 29).
+        text: Some(format!("{}: {}\n\n{}", target.server, target.tool, args)),
+        diffs: Vec::new(),
     };
     match ctx.bridge.request_permission(request, &ctx.cancel).await {
         BridgeOutcome::Answered(answer) => {

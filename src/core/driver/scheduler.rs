@@ -221,6 +221,16 @@ fn call_context(
                 call_id: call_id.clone(),
                 waiting_for: what.to_string(),
             },
+            ToolEvent::Decided {
+                decision,
+                unsandboxed,
+            } => Event::ApprovalDecided {
+                turn_id: turn_id.clone(),
+                call_id: call_id.clone(),
+                decision: decision.to_string(),
+                scope: None,
+                unsandboxed,
+            },
         };
         log.append(event);
     });

@@ -6,9 +6,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::shorten;
 use crate::core::log::{read_log_contents, LogError};
-use crate::core::projection::render_user_content;
+use crate::core::title::title_of_prompt;
 use crate::vocab::event::Event;
 
 /// One line of `tandem/listSessions` (read back by `tandem acp --attach`).
@@ -16,7 +15,8 @@ use crate::vocab::event::Event;
 #[serde(rename_all = "camelCase")]
 pub struct SessionSummary {
     pub session_id: String,
-    /// The header's title, else the start of the first prompt.
+    /// The session's title: the last `title_changed`, else the header's,
+    /// else the first line of the first prompt (at most 60 characters).
     pub title: String,
     pub workspace: Vec<String>,
     pub created: String,
@@ -27,6 +27,10 @@ pub struct SessionSummary {
     pub turn_count: usize,
     /// `chat`, or `task` for the session keybinding tasks run in.
     pub kind: String,
+    /// No prompt ever reached the session (ACP's `session/list` leaves it
+    /// out). Absent (false) from a serve that predates it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub empty: bool,
 }
 
 /// Summaries of the logs in a directory, newest first; `running` says
@@ -58,6 +62,7 @@ pub fn list_session_logs(dir: &Path, running: &HashMap<String, bool>) -> Vec<Ses
                     state: "unreadable".to_string(),
                     turn_count: 0,
                     kind: "chat".to_string(),
+                    empty: false,
                 });
             }
         }
@@ -72,23 +77,27 @@ fn summarize(path: &Path, running: &HashMap<String, bool>) -> Result<SessionSumm
     let mut turns = 0;
     let mut open = false;
     let mut first_prompt = None;
+    let mut empty = true;
+    let mut titled = None;
     for logged in &contents.events {
         match &logged.event {
+            Event::InputQueued { .. } => empty = false,
             Event::TurnStart { .. } => {
                 turns += 1;
                 open = true;
             }
             Event::TurnEnd { .. } => open = false,
             Event::UserMessage { content, .. } if first_prompt.is_none() => {
-                first_prompt = Some(render_user_content(content));
+                first_prompt = title_of_prompt(content);
             }
+            Event::TitleChanged { title, .. } => titled = Some(title.clone()),
             _ => {}
         }
     }
-    let title = header
-        .title
-        .clone()
-        .or_else(|| first_prompt.map(|p| shorten(&p, 80)))
+    // Logs before issue 29 have no `title_changed`: their first prompt.
+    let title = titled
+        .or_else(|| header.title.clone())
+        .or(first_prompt)
         .unwrap_or_else(|| "(no prompt yet)".to_string());
     let state = match running.get(&header.session_id) {
         Some(true) => "running",
@@ -113,5 +122,6 @@ fn summarize(path: &Path, running: &HashMap<String, bool>) -> Result<SessionSumm
         state: state.to_string(),
         turn_count: turns,
         kind: header.kind.unwrap_or_else(|| "chat".to_string()),
+        empty,
     })
 }

@@ -511,6 +511,10 @@ impl<'a> Walk<'a> {
             Event::ModeChanged { mode } => {
                 self.line(0, format!("mode changed to {}", mode.as_str()));
             }
+            Event::TitleChanged { title, renamed } => {
+                let how = if *renamed { "renamed" } else { "titled" };
+                self.line(0, format!("session {how}: {title}"));
+            }
             Event::Instructions {
                 turn_id,
                 files,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::buffers::{Position, Range};
-use crate::config::tasks::takes_instruction;
+use crate::config::tasks::{parse_template, takes_instruction, TemplatePart};
 use crate::core::daemon::Daemon;
 use crate::core::tasks::run::{start_task, Started, TaskError, TaskRequest, TaskResult};
 use crate::protocol::ContentBlock;
@@ -44,11 +44,14 @@ pub(crate) fn command_of(id: &str, title: &str, takes_instruction: bool) -> Valu
     }}})
 }
 
-/// A prompt that starts with `/<name>`: the name and the rest of its text.
+/// A prompt with a text block that starts with `/<name>` (the first such
+/// block, wherever it is: CodeCompanion sends the shared file first, as
+/// text, then the command): the name and the rest of that block's text.
 pub(crate) fn slash_command(prompt: &[ContentBlock]) -> Option<(String, String)> {
-    let ContentBlock::Text { text, .. } = prompt.first()? else {
-        return None;
-    };
+    let text = prompt.iter().find_map(|block| match block {
+        ContentBlock::Text { text } if text.trim_start().starts_with('/') => Some(text),
+        _ => None,
+    })?;
     let rest = text.trim_start().strip_prefix('/')?;
     let (name, instruction) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
     if name.is_empty() {
@@ -57,11 +60,72 @@ pub(crate) fn slash_command(prompt: &[ContentBlock]) -> Option<(String, String)>
     Some((name.to_string(), instruction.trim().to_string()))
 }
 
-/// Whether `name` is one of the tasks for `cwd`.
-pub(super) fn is_task(daemon: &Daemon, cwd: &Path, name: &str) -> bool {
-    daemon
-        .task_catalog(cwd)
-        .is_ok_and(|catalog| catalog.get(name).is_some())
+/// The prompt template of task `name` for `cwd`, if it is one.
+pub(super) fn task_template(daemon: &Daemon, cwd: &Path, name: &str) -> Option<String> {
+    let catalog = daemon.task_catalog(cwd).ok()?;
+    catalog.get(name).map(|task| task.prompt.clone())
+}
+
+/// Whether the prompt carries a file (a resource or a resource link) for
+/// a task to work on.
+pub(crate) fn carries_file(prompt: &[ContentBlock]) -> bool {
+    context(prompt).is_some()
+}
+
+/// Where the selection goes while the template's text is cleaned up.
+const SELECTION: char = '\u{E000}';
+
+/// Task `name` without a file: an ordinary prompt of the session, its
+/// template filled in with the text the prompt carries (every text block
+/// but the command's; the paths in it are the model's to read) in place of
+/// the selection.
+pub(crate) fn fileless_task_prompt(
+    template: &str,
+    instruction: &str,
+    prompt: &[ContentBlock],
+) -> Vec<ContentBlock> {
+    let carried: Vec<&str> = prompt
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text { text } if !text.trim_start().starts_with('/') => Some(text.trim()),
+            _ => None,
+        })
+        .filter(|text| !text.is_empty())
+        .collect();
+    let carried = carried.join("\n\n");
+    let parts =
+        parse_template(template).unwrap_or_else(|_| vec![TemplatePart::Text(template.into())]);
+    let mut out = String::new();
+    for part in &parts {
+        match part {
+            TemplatePart::Text(text) => out.push_str(text),
+            TemplatePart::Placeholder("selection") if carried.is_empty() => {
+                out.push_str("(no code was attached: work on what the user names)")
+            }
+            // Put in after the clean-up below, which must not touch it.
+            TemplatePart::Placeholder("selection") => out.push(SELECTION),
+            TemplatePart::Placeholder("file") => out.push_str("the text the user gave"),
+            TemplatePart::Placeholder("diagnostics") => out.push_str("(none given)"),
+            TemplatePart::Placeholder("instruction") => out.push_str(instruction),
+            // `{language}`: unknown without a file.
+            TemplatePart::Placeholder(_) => {}
+        }
+    }
+    // What an empty `{language}` left behind.
+    let mut text = out
+        .replace("  ", " ")
+        .replace(" \n", "\n")
+        .replace(SELECTION, &format!("```\n{carried}\n```"));
+    let text_has_selection = parts.contains(&TemplatePart::Placeholder("selection"));
+    if !text_has_selection && !carried.is_empty() {
+        text = format!("{}\n\n{carried}", text.trim_end());
+    }
+    if !instruction.is_empty() && !takes_instruction(template) {
+        text = format!("{}\n\nThe user adds: {instruction}", text.trim_end());
+    }
+    vec![ContentBlock::Text {
+        text: text.trim().to_string(),
+    }]
 }
 
 /// Runs task `name` in `session_id` on the prompt's file.
@@ -194,5 +258,29 @@ mod tests {
         );
         assert_eq!(slash_command(&[text("no command")]), None);
         assert_eq!(slash_command(&[text("/ spaced")]), None);
+        // Wherever it is: CodeCompanion sends the shared file first.
+        assert_eq!(
+            slash_command(&[text("def f(): pass"), text("/explain briefly")]),
+            Some(("explain".to_string(), "briefly".to_string()))
+        );
+    }
+
+    #[test]
+    fn a_task_without_a_file_fills_its_template_with_the_text_the_prompt_carries() {
+        let text = |t: &str| ContentBlock::Text {
+            text: t.to_string(),
+        };
+        let prompt = fileless_task_prompt(
+            "Explain what the selected {language} code in {file} does.\n\nSelected code:\n{selection}",
+            "briefly",
+            &[text("def f():\n    return 1"), text("/explain briefly")],
+        );
+        let [ContentBlock::Text { text }] = prompt.as_slice() else {
+            panic!("{prompt:?}");
+        };
+        assert_eq!(
+            text,
+            "Explain what the selected code in the text the user gave does.\n\nSelected code:\n```\ndef f():\n    return 1\n```\n\nThe user adds: briefly"
+        );
     }
 }

@@ -70,8 +70,14 @@ pub(super) fn chunk_notification(session_id: &str, event: &LoggedEvent) -> Optio
     serde_json::to_vec(&update_message(session_id, update)).ok()
 }
 
-impl EventSink for AcpSink {
-    fn on_event(&self, session_id: &str, event: &LoggedEvent) {
+impl AcpSink {
+    /// Sends an event's updates; the user's own messages only in a replay
+    /// (`session/load`): echoed live, clients show the prompt (with every
+    /// attached file's text) as if the agent had said it.
+    fn deliver(&self, session_id: &str, event: &LoggedEvent, replay: bool) {
+        if !replay && matches!(event.event, Event::UserMessage { .. }) {
+            return;
+        }
         if matches!(event.event, Event::TurnEnd { .. }) {
             // The turn's request bodies are freed: the writer gives them
             // back once the prompt's answer is written, as in `tandem lsp`.
@@ -85,6 +91,12 @@ impl EventSink for AcpSink {
             self.send(session_id, update);
         }
     }
+}
+
+impl EventSink for AcpSink {
+    fn on_event(&self, session_id: &str, event: &LoggedEvent) {
+        self.deliver(session_id, event, false);
+    }
 
     fn output_budget(&self, _session_id: &str) -> Option<Arc<OutputBudget>> {
         self.out.output_budget()
@@ -92,7 +104,7 @@ impl EventSink for AcpSink {
 
     fn on_replay(&self, session_id: &str, event: &LoggedEvent) {
         if !self.lock_muted().contains(session_id) {
-            self.on_event(session_id, event);
+            self.deliver(session_id, event, true);
         }
     }
 }
@@ -124,6 +136,11 @@ pub(crate) fn acp_updates_of(mut update: Value) -> Vec<Value> {
                 .flatten()
                 .map(|block| json!({"sessionUpdate": "user_message_chunk", "content": block}))
                 .collect();
+        }
+        // ACP's name for it.
+        "session_info" => {
+            update["sessionUpdate"] = json!("session_info_update");
+            return vec![update];
         }
         "input_status"
         | "usage"

@@ -9,6 +9,7 @@
 //!   over the client's methods, with [`client_fs`] (`fs/*`) and
 //!   [`elicitation`] (`elicitation/create`) and [`terminal`]
 //!   (`terminal/*`);
+//! - [`auth`]: `authMethods` and `authenticate` (the model's key variable);
 //! - [`modes`]: approval modes as session modes and config options;
 //! - [`commands`]: the keybinding tasks as slash commands;
 //! - [`mapping`]: session events as `session/update`s, stop reasons.
@@ -17,6 +18,7 @@
 //! updates are queued before its `session/prompt` response; no input line
 //! ends the connection, only the end of input.
 
+pub(crate) mod auth;
 pub(crate) mod client;
 pub(crate) mod client_fs;
 pub(crate) mod commands;
@@ -118,5 +120,7 @@ where
     }
     client.outgoing.fail_all();
     daemon.shutdown().await;
+    // The client is gone: its chats that never got a prompt go too.
+    daemon.drop_empty_sessions();
     out.close().await;
 }

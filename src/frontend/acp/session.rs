@@ -1,5 +1,6 @@
 //! The agent's methods: `initialize`, `authenticate`, `session/new`,
 //! `session/load` (replay), `session/resume` (no replay), `session/list`,
+//! `session/close`, `session/delete`,
 //! `session/prompt`, `session/set_mode`, `session/set_config_option`, and
 //! the `session/cancel` notification. Each turns params into a daemon call
 //! and its outcome into a result or a JSON-RPC error.
@@ -50,11 +51,14 @@ impl Agent {
         let rid = id.unwrap_or(&no_id);
         let result = match method {
             "initialize" => Ok(self.initialize(params)),
-            "authenticate" => Ok(json!({})),
+            "authenticate" => super::auth::authenticate(self.daemon.home(), params)
+                .map_err(|(code, message)| error_response(rid, code, &message)),
             "session/new" => self.new_session(params, rid),
             "session/load" => self.load(params, rid, false),
             "session/resume" => self.load(params, rid, true),
             "session/list" => self.list(params, rid),
+            "session/close" => self.close(params, rid).await,
+            "session/delete" => self.delete(params, rid).await,
             "session/prompt" => self.prompt(params, rid).await,
             "session/set_mode" => self.set_mode(params, rid, "modeId"),
             "session/set_config_option" => self.set_config_option(params, rid),
@@ -84,7 +88,7 @@ impl Agent {
     fn initialize(&self, params: &Value) -> Value {
         self.client
             .set_capabilities(AcpCapabilities::from_initialize(params));
-        initialize_result()
+        initialize_result(self.daemon.home())
     }
 
     fn new_session(&self, params: &Value, rid: &Value) -> Reply {
@@ -141,6 +145,28 @@ impl Agent {
         list_page(self.daemon.list_sessions(), params).map_err(|e| bad(rid, e))
     }
 
+    /// `session/close`: the session's work cancelled, its memory freed,
+    /// its log kept (unless no prompt reached it); an unknown session is
+    /// already closed.
+    async fn close(&self, params: &Value, rid: &Value) -> Reply {
+        let session_id = string_param(params, "sessionId").map_err(|e| bad(rid, e))?;
+        self.daemon.close_session(session_id).await;
+        self.lock_cwds().remove(session_id);
+        Ok(json!({}))
+    }
+
+    /// `session/delete`: the session's log removed (refused while a turn
+    /// runs); an unknown session is already deleted.
+    async fn delete(&self, params: &Value, rid: &Value) -> Reply {
+        let session_id = string_param(params, "sessionId").map_err(|e| bad(rid, e))?;
+        self.daemon
+            .delete_session(session_id)
+            .await
+            .map_err(|e| daemon_error(rid, e))?;
+        self.lock_cwds().remove(session_id);
+        Ok(json!({}))
+    }
+
     async fn prompt(&self, params: &Value, rid: &Value) -> Reply {
         let session_id = string_param(params, "sessionId").map_err(|e| bad(rid, e))?;
         let prompt: Vec<ContentBlock> = serde_json::from_value(params["prompt"].clone())
@@ -148,12 +174,18 @@ impl Agent {
         if prompt.is_empty() {
             return Err(bad(rid, "invalid params: `prompt` is empty".to_string()));
         }
+        let mut prompt = prompt;
         if let Some((name, instruction)) = commands::slash_command(&prompt) {
             let cwd = self.cwd(session_id);
-            if commands::is_task(&self.daemon, &cwd, &name) {
-                return self
-                    .run_task(session_id, name, instruction, &prompt, rid)
-                    .await;
+            if let Some(template) = commands::task_template(&self.daemon, &cwd, &name) {
+                if commands::carries_file(&prompt) {
+                    return self
+                        .run_task(session_id, name, instruction, &prompt, rid)
+                        .await;
+                }
+                // No file: the task's turn works on the text and paths
+                // the prompt carries.
+                prompt = commands::fileless_task_prompt(&template, &instruction, &prompt);
             }
         }
         let (_, receipt) = self
@@ -291,9 +323,9 @@ impl Agent {
     }
 }
 
-/// One page of `session/list` from every session: newest first, those
-/// whose workspace holds `cwd` when it is given; the cursor is the index
-/// of the next session.
+/// One page of `session/list` from every session that a prompt reached:
+/// newest first, those whose workspace holds `cwd` when it is given; the
+/// cursor is the index of the next session.
 pub(crate) fn list_page(sessions: Vec<SessionSummary>, params: &Value) -> Result<Value, String> {
     let cwd = params.get("cwd").and_then(Value::as_str).map(PathBuf::from);
     let start = match params.get("cursor").and_then(Value::as_str) {
@@ -304,7 +336,8 @@ pub(crate) fn list_page(sessions: Vec<SessionSummary>, params: &Value) -> Result
     };
     let matching: Vec<_> = sessions
         .into_iter()
-        .filter(|s| s.state != "unreadable" && !s.workspace.is_empty())
+        // A chat opened and never used is not one to go back to.
+        .filter(|s| s.state != "unreadable" && !s.workspace.is_empty() && !s.empty)
         .filter(|s| {
             cwd.as_deref().is_none_or(|cwd| {
                 s.workspace
@@ -336,18 +369,18 @@ pub(crate) fn list_page(sessions: Vec<SessionSummary>, params: &Value) -> Result
 }
 
 /// `initialize`'s result (the same through `tandem acp --attach`).
-pub(crate) fn initialize_result() -> Value {
+pub(crate) fn initialize_result(home: &Path) -> Value {
     json!({
         "protocolVersion": ACP_PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": true,
             "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-            "sessionCapabilities": {"list": {}, "resume": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
             // stdio servers only: no HTTP transport yet (src/mcp).
             "mcpCapabilities": {"http": false, "sse": false},
             "_meta": {"tandem": {"sandbox": crate::frontend::sandbox_info::sandbox_capability()}},
         },
-        "authMethods": [],
+        "authMethods": super::auth::auth_methods(home),
         "agentInfo": {"name": "tandem", "version": env!("CARGO_PKG_VERSION")},
     })
 }

@@ -233,7 +233,8 @@ impl ClientBridge for Outgoing {
         }
         // "Always" is offered only when there is something to remember (a
         // command's scope); a choice that would remember nothing is not
-        // shown as if it did.
+        // shown as if it did. Every option has a kind of its own: clients
+        // bind their keys by kind.
         let mut options =
             vec![json!({"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"})];
         if let Some(scope) = request.always_scope.as_deref() {
@@ -243,24 +244,9 @@ impl ClientBridge for Outgoing {
         if let Some(scope) = request.always_scope.as_deref() {
             options.push(json!({"optionId": "reject_always", "name": format!("Always reject `{scope}` in this session"), "kind": "reject_always"}));
         }
-        // Last, the least prominent: it lifts the sandbox. ACP has no kind
-        // of its own for it: it is an `allow_once`.
-        if request.offer_unsandboxed {
-            options.push(json!({"optionId": "allow_once_unsandboxed", "name": "Allow once without the sandbox", "kind": "allow_once"}));
-        }
         let params = json!({
             "sessionId": request.session_id,
-            "toolCall": {
-                "toolCallId": request.tool_call_id,
-                "title": request.title,
-                "kind": if request.kind == "mcp" && self.permission_method == "session/request_permission" {
-                    "other"
-                } else {
-                    request.kind.as_str()
-                },
-                "status": "pending",
-                "rawInput": request.raw_input,
-            },
+            "toolCall": permission_tool_call(&request, self.permission_method),
             "options": options,
         });
         match self.request(self.permission_method, params, cancel).await {
@@ -346,4 +332,38 @@ impl ClientBridge for Outgoing {
             BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
         }
     }
+}
+
+/// The `toolCall` of a permission request: the call as its `tool_call`
+/// showed it, with what is approved in its `content` (the command, the
+/// reason for asking again, each file's diff), so a client that kept no
+/// earlier update still shows what it asks about.
+fn permission_tool_call(request: &PermissionRequest, method: &str) -> Value {
+    let mut content: Vec<Value> = Vec::new();
+    if let Some(text) = &request.text {
+        content.push(json!({"type": "content", "content": {"type": "text", "text": text}}));
+    }
+    for diff in &request.diffs {
+        let mut block = json!({"type": "diff", "path": diff.path, "newText": diff.new_text});
+        if let Some(old) = &diff.old_text {
+            block["oldText"] = json!(old);
+        }
+        content.push(block);
+    }
+    let mut call = json!({
+        "toolCallId": request.tool_call_id,
+        "title": request.title,
+        // ACP has no `mcp` kind: an MCP tool is `other` there.
+        "kind": if request.kind == "mcp" && method == "session/request_permission" {
+            "other"
+        } else {
+            request.kind.as_str()
+        },
+        "status": "pending",
+        "rawInput": request.raw_input,
+    });
+    if !content.is_empty() {
+        call["content"] = json!(content);
+    }
+    call
 }

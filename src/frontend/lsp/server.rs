@@ -19,20 +19,21 @@ use super::outgoing::Outgoing;
 use super::progress::Progress;
 use crate::buffers::{self, PositionEncoding, TextChange};
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
+use crate::core::title::renamed_title;
 use crate::frontend::mcp_servers::{list_result, take_config_mcp_servers};
 use crate::frontend::updates::{daemon_error_parts, prompt_result, user_content};
 use crate::protocol::{
     CancelParams, ClientTandemCapabilities, ListSessionsParams, LoadSessionParams,
     LoadSessionResult, NewSessionParams, NewSessionResult, PromptParams, PromptResult,
-    RunTaskParams, RunTaskResult, SetModeParams, SetModeResult, SteerParams, SteerResult,
-    PROTOCOL_VERSION, RUN_TASK_COMMAND,
+    RenameSessionParams, RunTaskParams, RunTaskResult, SessionIdParams, SetModeParams,
+    SetModeResult, SteerParams, SteerResult, PROTOCOL_VERSION, RUN_TASK_COMMAND,
 };
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::ClientAbilities;
 use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
-const TANDEM_METHODS: [&str; 9] = [
+const TANDEM_METHODS: [&str; 12] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -41,6 +42,9 @@ const TANDEM_METHODS: [&str; 9] = [
     "tandem/listSessions",
     "tandem/loadSession",
     "tandem/runTask",
+    "tandem/renameSession",
+    "tandem/closeSession",
+    "tandem/deleteSession",
     "tandem/listMcpServers",
 ];
 
@@ -72,6 +76,9 @@ pub fn build_service(
     .custom_method("tandem/loadSession", Backend::load_session)
     .custom_method("tandem/cancel", Backend::cancel)
     .custom_method("tandem/runTask", Backend::run_task)
+    .custom_method("tandem/renameSession", Backend::rename_session)
+    .custom_method("tandem/closeSession", Backend::close_session)
+    .custom_method("tandem/deleteSession", Backend::delete_session)
     .custom_method("tandem/listMcpServers", Backend::list_mcp_servers)
     .finish()
 }
@@ -471,6 +478,39 @@ impl Backend {
                 .steer(&params.session_id, user_content(params.prompt), params.wake)
                 .map_err(daemon_error)?;
             Ok(SteerResult { message_id })
+        })
+        .await
+    }
+
+    /// `tandem/renameSession`: the user's title for a loaded session.
+    async fn rename_session(&self, params: RenameSessionParams) -> Result<Value> {
+        guarded("tandem/renameSession", async move {
+            let title = renamed_title(&params.title).map_err(Error::invalid_params)?;
+            self.daemon
+                .rename_session(&params.session_id, title.clone())
+                .map_err(daemon_error)?;
+            Ok(json!({ "title": title }))
+        })
+        .await
+    }
+
+    /// `tandem/closeSession`: frees the session (its log stays).
+    async fn close_session(&self, params: SessionIdParams) -> Result<Value> {
+        guarded("tandem/closeSession", async move {
+            self.daemon.close_session(&params.session_id).await;
+            Ok(json!({}))
+        })
+        .await
+    }
+
+    /// `tandem/deleteSession`: removes the session's log.
+    async fn delete_session(&self, params: SessionIdParams) -> Result<Value> {
+        guarded("tandem/deleteSession", async move {
+            self.daemon
+                .delete_session(&params.session_id)
+                .await
+                .map_err(daemon_error)?;
+            Ok(json!({}))
         })
         .await
     }

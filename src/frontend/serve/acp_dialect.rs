@@ -5,7 +5,8 @@
 //!
 //! - `tandem/update` → `session/update`s (`acp_updates_of`: tandem-only
 //!   kinds dropped, tandem-only fields under `_meta.tandem`, a
-//!   `config_option_update` after a `current_mode_update`);
+//!   `config_option_update` after a `current_mode_update`; the user's own
+//!   messages only in a `session/load` replay);
 //! - `tandem/requestPermission` → `session/request_permission`;
 //! - `tandem/requestUserInput` → `elicitation/create` (form), its answer
 //!   back to `{answers}`;
@@ -39,6 +40,9 @@ pub struct AcpShared {
     fresh: HashSet<String>,
     /// Each session's tasks (`tandem/listTasks`): the slash commands.
     tasks: HashMap<String, Vec<Value>>,
+    /// Sessions whose replay (`session/load`) is on its way: only there do
+    /// the user's own messages reach the client.
+    replaying: HashSet<String>,
 }
 
 /// Shared by the shim's two directions.
@@ -55,17 +59,27 @@ impl AcpState {
         self.lock().fresh.insert(session_id.to_string());
     }
 
+    /// A load of `session_id` with its replay: the user's messages pass
+    /// until its `tandem/attached`.
+    pub fn replaying(&self, session_id: &str) {
+        self.lock().replaying.insert(session_id.to_string());
+    }
+
     /// The tasks of a session's folder (`tandem/listTasks`' `tasks`).
     pub fn set_tasks(&self, session_id: &str, tasks: Vec<Value>) {
         self.lock().tasks.insert(session_id.to_string(), tasks);
     }
 
-    /// Whether `name` is a task of the session (a slash command).
-    pub fn is_task(&self, session_id: &str, name: &str) -> bool {
-        self.lock()
+    /// The prompt template of task `name` of the session (a slash
+    /// command), if it is one.
+    pub fn task_template(&self, session_id: &str, name: &str) -> Option<String> {
+        let shared = self.lock();
+        let task = shared
             .tasks
-            .get(session_id)
-            .is_some_and(|tasks| tasks.iter().any(|t| t["id"] == name))
+            .get(session_id)?
+            .iter()
+            .find(|t| t["id"] == name)?;
+        Some(task["prompt"].as_str().unwrap_or_default().to_string())
     }
 
     /// The client's answer to a request of the serve's, in the serve's
@@ -123,6 +137,7 @@ impl Dialect for Acp {
             _ => json!([]),
         };
         let mut shared = self.0.lock();
+        shared.replaying.remove(session_id);
         if shared.fresh.remove(session_id) {
             result["sessionId"] = json!(session_id);
         }
@@ -154,6 +169,12 @@ impl Acp {
             Some("tandem/update") => {
                 let params = &mut message["params"];
                 let session_id = params["sessionId"].as_str().unwrap_or_default().to_string();
+                // As in `tandem acp`: the user's messages only in a replay.
+                if params["update"]["sessionUpdate"] == "user_message"
+                    && !self.0.lock().replaying.contains(&session_id)
+                {
+                    return Vec::new();
+                }
                 acp_updates_of(params["update"].take())
                     .into_iter()
                     .map(|u| update_message(&session_id, u))

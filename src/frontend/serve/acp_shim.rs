@@ -29,8 +29,9 @@ use tower_lsp::lsp_types::Url;
 use super::acp_dialect::{prompt_answer, Acp, AcpState};
 use super::relay::{Ours, Relay};
 use crate::core::history::SessionSummary;
+use crate::frontend::acp::auth::authenticate;
 use crate::frontend::acp::client::AcpCapabilities;
-use crate::frontend::acp::commands::{slash_command, target};
+use crate::frontend::acp::commands::{carries_file, fileless_task_prompt, slash_command, target};
 use crate::frontend::acp::modes::{config_options, MODE_OPTION};
 use crate::frontend::acp::session::{absolute_cwd, initialize_result, list_page};
 use crate::frontend::acp::wire::error_response;
@@ -44,6 +45,8 @@ struct Shim {
     state: AcpState,
     /// Folders already added to this connection's (a session's `cwd`).
     folders: Mutex<HashSet<PathBuf>>,
+    /// `$TANDEM_HOME`: the configuration `authMethods` names the key of.
+    home: PathBuf,
 }
 
 /// Runs until EOF on stdin or the serve going away.
@@ -59,6 +62,7 @@ where
         relay,
         state,
         folders: Mutex::new(HashSet::new()),
+        home,
     };
     let mut lines = BufReader::new(stdin).lines();
     let code = loop {
@@ -169,13 +173,28 @@ impl Shim {
                         json!({"capabilities": {"experimental": {"tandem": tandem}}}),
                     )
                     .await;
-                self.reply(&id, initialize_result());
+                self.reply(&id, initialize_result(&self.home));
             }
-            "authenticate" => self.reply(&id, json!({})),
+            "authenticate" => match authenticate(&self.home, &params) {
+                Ok(result) => self.reply(&id, result),
+                Err((code, message)) => self.fail(&id, code, &message),
+            },
             "session/new" => self.new_session(id, &params).await,
             "session/load" => self.load(id, &params, true).await,
             "session/resume" => self.load(id, &params, false).await,
             "session/list" => self.list(id, &params).await,
+            "session/close" => self.relay_request(
+                id,
+                "tandem/closeSession",
+                json!({"sessionId": params["sessionId"]}),
+                empty_object,
+            ),
+            "session/delete" => self.relay_request(
+                id,
+                "tandem/deleteSession",
+                json!({"sessionId": params["sessionId"]}),
+                empty_object,
+            ),
             "session/prompt" => self.prompt(id, params),
             "session/set_mode" => self.relay_request(
                 id,
@@ -319,6 +338,9 @@ impl Shim {
                 None => return self.fail(&Some(id), -32603, "the serve did not answer"),
             }
         }
+        if replay {
+            self.state.replaying(session_id);
+        }
         self.attach(id, session_id, replay);
     }
 
@@ -340,11 +362,19 @@ impl Shim {
         let session_id = params["sessionId"].as_str().unwrap_or_default();
         let blocks: Vec<ContentBlock> =
             serde_json::from_value(params["prompt"].clone()).unwrap_or_default();
-        let command =
-            slash_command(&blocks).filter(|(name, _)| self.state.is_task(session_id, name));
-        let Some((name, instruction)) = command else {
+        let command = slash_command(&blocks).and_then(|(name, instruction)| {
+            let template = self.state.task_template(session_id, &name)?;
+            Some((name, instruction, template))
+        });
+        let Some((name, instruction, template)) = command else {
             return self.relay_request(id, "tandem/prompt", params, prompt_answer);
         };
+        if !carries_file(&blocks) {
+            // As in `tandem acp`: an ordinary turn on what the prompt carries.
+            let prompt = fileless_task_prompt(&template, &instruction, &blocks);
+            let params = json!({"sessionId": session_id, "prompt": prompt});
+            return self.relay_request(id, "tandem/prompt", params, prompt_answer);
+        }
         let (path, range) = match target(&name, &blocks) {
             Ok(target) => target,
             Err(e) => return self.fail(&id, -32602, &format!("invalid params: {e}")),

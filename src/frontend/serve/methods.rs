@@ -51,7 +51,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 14] = [
+pub const TANDEM_METHODS: [&str; 17] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -64,6 +64,9 @@ pub const TANDEM_METHODS: [&str; 14] = [
     "tandem/runTask",
     "tandem/taskSession",
     "tandem/listTasks",
+    "tandem/renameSession",
+    "tandem/closeSession",
+    "tandem/deleteSession",
     "tandem/listMcpServers",
     "tandem/addMcpServers",
 ];
@@ -661,5 +664,6 @@ pub fn module(ctx: Ctx) -> RpcModule<Ctx> {
     register_documents(&mut module).expect("document methods register");
     register_tandem(&mut module).expect("tandem methods register");
     super::tasks::register(&mut module).expect("task methods register");
+    super::session_methods::register(&mut module).expect("session methods register");
     module
 }

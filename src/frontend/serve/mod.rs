@@ -36,6 +36,7 @@ pub mod owners;
 pub mod progress;
 pub mod relay;
 pub mod session_client;
+pub mod session_methods;
 pub mod shim;
 pub mod state;
 pub mod stream;

@@ -168,7 +168,7 @@ fn list_tasks(params: Params<'_>, ctx: &Ctx, ext: &Extensions) -> RpcResult<Valu
         .iter()
         .map(|task| {
             json!({"id": task.id, "title": task.title,
-                   "instruction": takes_instruction(&task.prompt)})
+                   "instruction": takes_instruction(&task.prompt), "prompt": task.prompt})
         })
         .collect();
     Ok(json!({ "tasks": tasks }))

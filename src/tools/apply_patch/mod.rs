@@ -202,7 +202,8 @@ async fn review(plan: &Arc<Plan>, raw_args: Value, ctx: &ToolContext) -> Result<
         kind: "edit".to_string(),
         raw_input: raw_args,
         always_scope: None,
-        offer_unsandboxed: false,
+        text: None,
+        diffs: plan.diffs(),
     };
     match ctx.bridge.request_permission(request, &ctx.cancel).await {
         BridgeOutcome::Answered(answer) if answer.choice.allows() => {

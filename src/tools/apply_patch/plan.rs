@@ -112,8 +112,13 @@ impl Plan {
     /// One diff per file, for editors to render; paths are absolute, as
     /// ACP's diff content has them.
     pub(super) fn emit_diffs(&self, ctx: &ToolContext) {
-        let files = self
-            .files
+        (ctx.emit)(ToolEvent::Diffs(self.diffs()));
+    }
+
+    /// The diffs [`Plan::emit_diffs`] sends (a permission request carries
+    /// them too).
+    pub(super) fn diffs(&self) -> Vec<FileDiff> {
+        self.files
             .iter()
             .map(|file| match &file.change {
                 FileChange::Add { text, path } => FileDiff {
@@ -138,8 +143,7 @@ impl Plan {
                     new_text: update.new_text.clone(),
                 },
             })
-            .collect();
-        (ctx.emit)(ToolEvent::Diffs(files));
+            .collect()
     }
 
     pub(super) fn all(&self) -> Vec<usize> {

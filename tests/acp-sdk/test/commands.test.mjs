@@ -46,7 +46,29 @@ acpTest("tasks are offered as commands, and /explain runs on the lines the promp
     const requests = await server.waitForRequests(2);
     assert.match(transcript(requests[1]), /\/nope what/);
 
-    await assert.rejects(c.prompt(sessionId, "/explain"), (e) => e.code === -32602 && /attach/.test(e.message));
+    // CodeCompanion's shape: the shared file first, as text, then the
+    // command; no file attached. The task runs as an ordinary turn on the
+    // text the prompt carries.
+    server.push(text("It prints 42."));
+    const shared = await c.agent.request("session/prompt", {
+      sessionId,
+      prompt: [
+        { type: "text", text: "calc.py:\nprint(double(21))" },
+        { type: "text", text: "/explain briefly" },
+      ],
+    });
+    assert.equal(shared.stopReason, "end_turn");
+    const third = transcript((await server.waitForRequests(3))[2]);
+    assert.match(third, /Explain what the selected code in the text the user gave does/);
+    assert.match(third, /```\\ncalc.py:\\nprint\(double\(21\)\)\\n```/);
+    assert.match(third, /The user adds: briefly/);
+    assert.doesNotMatch(third, /\/explain/, "the command itself is not sent as text");
+
+    // A bare command: an ordinary turn of the task, not an error.
+    server.push(text("Which code?"));
+    assert.equal((await c.prompt(sessionId, "/explain")).stopReason, "end_turn");
+    const fourth = transcript((await server.waitForRequests(4))[3]);
+    assert.match(fourth, /no code was attached/);
     checkUpdates(c.received);
   } finally {
     await c.close();

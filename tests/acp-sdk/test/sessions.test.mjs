@@ -1,6 +1,8 @@
 // session/list, session/resume and session/load of sessions written by an
 // earlier daemon run.
 import assert from "node:assert/strict";
+import { readdirSync } from "node:fs";
+import path from "node:path";
 
 import { ModelServer, text, transcript } from "../lib/model_server.mjs";
 import { acpTest, checkUpdates, schema, tempDir } from "../lib/harness.mjs";
@@ -12,13 +14,20 @@ acpTest("an earlier run's sessions are listed by cwd in pages, resumed without r
   const server = await ModelServer.start();
 
   try {
-    // The earlier run: one session with a turn, 21 empty ones elsewhere.
+    // The earlier run: one session with a turn, 21 more elsewhere, and
+    // one never prompted (not listed).
     const first = await connect(server, { home });
     server.push(text("The answer is 42."));
     const { sessionId } = await first.newSession(project);
     assert.equal((await first.prompt(sessionId, "what is the answer")).stopReason, "end_turn");
     const others = [];
-    for (let i = 0; i < 21; i++) others.push((await first.newSession(other)).sessionId);
+    for (let i = 0; i < 21; i++) {
+      const id = (await first.newSession(other)).sessionId;
+      server.push(text("ok"));
+      assert.equal((await first.prompt(id, `question ${i}`)).stopReason, "end_turn");
+      others.push(id);
+    }
+    await first.newSession(other);
     await first.close();
 
     const second = await connect(server, { home });
@@ -53,9 +62,9 @@ acpTest("an earlier run's sessions are listed by cwd in pages, resumed without r
 
       server.push(text("Still 42."));
       assert.equal((await second.prompt(sessionId, "and again?")).stopReason, "end_turn");
-      const requests = await server.waitForRequests(2);
-      assert.match(transcript(requests[1]), /what is the answer/, "the resumed session keeps its history");
-      assert.match(transcript(requests[1]), /The answer is 42/);
+      const requests = await server.waitForRequests(23);
+      assert.match(transcript(requests[22]), /what is the answer/, "the resumed session keeps its history");
+      assert.match(transcript(requests[22]), /The answer is 42/);
     } finally {
       await second.close();
     }
@@ -81,6 +90,38 @@ acpTest("an earlier run's sessions are listed by cwd in pages, resumed without r
     }
   } finally {
     // Even when a step failed: an open server would keep the file running.
+    await server.close();
+  }
+});
+
+acpTest("a session never prompted is not listed, and its log goes when the client does", async ({ connect, mode }) => {
+  const home = tempDir("tandem-home-");
+  const project = tempDir();
+  const server = await ModelServer.start();
+  try {
+    const c = await connect(server, { home });
+    server.push(text("Hi."));
+    const used = (await c.newSession(project)).sessionId;
+    assert.equal((await c.prompt(used, "hello")).stopReason, "end_turn");
+    const unused = (await c.newSession(project)).sessionId;
+    const listed = await c.agent.request("session/list", { cwd: project });
+    assert.deepEqual(listed.sessions.map((s) => s.sessionId), [used]);
+    await c.close();
+
+    const logs = () => readdirSync(path.join(home, "sessions")).filter((f) => f.endsWith(".jsonl"));
+    assert.ok(logs().includes(`${used}.jsonl`));
+    if (mode === "stdio") {
+      // `tandem acp` ended with its client: the unused chat left no log.
+      assert.ok(!logs().includes(`${unused}.jsonl`), logs().join(","));
+    }
+    const again = await connect(server, { home });
+    try {
+      const relisted = await again.agent.request("session/list", {});
+      assert.deepEqual(relisted.sessions.map((s) => s.sessionId), [used]);
+    } finally {
+      await again.close();
+    }
+  } finally {
     await server.close();
   }
 });

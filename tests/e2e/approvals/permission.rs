@@ -54,9 +54,13 @@ async fn permission_request_has_the_acp_shape_and_follows_a_waiting_for_permissi
             ("allow_always", "allow_always"),
             ("reject_once", "reject_once"),
             ("reject_always", "reject_always"),
-            // The command would run in the sandbox: the user may lift it once.
-            ("allow_once_unsandboxed", "allow_once"),
         ]
+    );
+    // The request carries the command itself, for clients that keep no
+    // earlier update of the call.
+    assert_eq!(
+        params["toolCall"]["content"][0]["content"]["text"], "$ touch ran",
+        "{params}"
     );
     assert!(params["options"]
         .as_array()
@@ -402,20 +406,29 @@ async fn always_is_offered_only_with_what_it_would_remember() {
         ("allow_once".to_string(), "Allow once".to_string()),
         ("reject_once".to_string(), "Reject".to_string()),
     ];
-    let unsandboxed = (
-        "allow_once_unsandboxed".to_string(),
-        "Allow once without the sandbox".to_string(),
-    );
     // A patch through the permission fallback and a chained command leave
-    // nothing to remember, so "always" is not offered; a command (not a
-    // patch) may also be let out of the sandbox once.
+    // nothing to remember, so "always" is not offered; no request offers
+    // two options of one kind (an unsandboxed run is a request of its own).
     assert_eq!(options(&asked[0]), once_only, "{}", asked[0]);
-    let mut command_once = once_only.clone();
-    command_once.push(unsandboxed);
-    assert_eq!(options(&asked[1]), command_once, "{}", asked[1]);
+    assert_eq!(options(&asked[1]), once_only, "{}", asked[1]);
+    for request in &asked {
+        let kinds: Vec<&str> = request["params"]["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap())
+            .collect();
+        let distinct: std::collections::HashSet<_> = kinds.iter().collect();
+        assert_eq!(distinct.len(), kinds.len(), "{kinds:?}");
+    }
+    // The patch's request carries its diff.
+    let content = &asked[0]["params"]["toolCall"]["content"];
+    assert_eq!(content[0]["type"], "diff", "{content}");
+    assert!(content[0]["path"].as_str().unwrap().ends_with("new.txt"));
+    assert_eq!(content[0]["newText"], "hi\n");
     // A task runner is remembered as its exact command, and says so.
     let make = options(&asked[2]);
-    assert_eq!(make.len(), 5, "{make:?}");
+    assert_eq!(make.len(), 4, "{make:?}");
     assert_eq!(make[1].1, "Always allow `make build` in this session");
     assert_eq!(make[3].1, "Always reject `make build` in this session");
     assert!(!root.path().join("new.txt").exists());

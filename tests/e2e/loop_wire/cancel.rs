@@ -207,7 +207,10 @@ async fn cancel_on_an_idle_session_is_a_no_op_that_leaves_nothing_behind() {
     assert_eq!(response["result"]["turnId"], "t1");
     assert_eq!(agent_text(&updates), "clean");
     let log = log_events(&editor, &session);
-    assert_eq!(types(&log)[..2], ["input_queued", "turn_start"]);
+    assert_eq!(
+        types(&log)[..3],
+        ["title_changed", "input_queued", "turn_start"]
+    );
     assert!(of_type(&log, "input_discarded").is_empty());
     assert_eq!(of_type(&log, "turn_end").len(), 1);
 }

@@ -58,6 +58,7 @@ async fn input_over_max_input_chars_is_blocked_in_a_zero_step_turn_and_the_sessi
     assert_eq!(
         types(&log),
         [
+            "title_changed",
             "input_queued",
             "turn_start",
             "input_claimed",
@@ -65,7 +66,7 @@ async fn input_over_max_input_chars_is_blocked_in_a_zero_step_turn_and_the_sessi
             "turn_end"
         ]
     );
-    assert_eq!(log[4]["stop_reason"], "blocked");
+    assert_eq!(log[5]["stop_reason"], "blocked");
 
     // The session goes on, and the rejected input never reaches the model.
     let (response, updates) = editor.prompt(&session, "short").await;

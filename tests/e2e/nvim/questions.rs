@@ -145,9 +145,9 @@ T.put('asked', asked)
         asked[0].starts_with("tandem wants to: Run `echo allowed-ran`: Allow once | Always allow"),
         "{asked:?}"
     );
-    // The daemon's whole list is shown, lifting the sandbox last.
+    // The daemon's whole list is shown, one option per kind.
     assert!(
-        asked[0].ends_with(" | Allow once without the sandbox"),
+        asked[0].ends_with(" | Reject | Always reject `echo allowed-ran` in this session"),
         "{asked:?}"
     );
     let requests = server.requests();

@@ -1,7 +1,8 @@
 //! When the sandbox is missing (simulated) every command asks, even in
-//! auto mode; where it works, the user can let one command out of it
-//! (`allow_once_unsandboxed`), logged as such, and the model can ask for
-//! that (`with_escalated_permissions`). `initialize` says which it is.
+//! auto mode; where it works, a command the sandbox refused is offered
+//! again outside it in a second request, logged as such, and the model can
+//! ask for that (`with_escalated_permissions`). `initialize` says which it
+//! is.
 
 use serde_json::json;
 
@@ -78,7 +79,7 @@ async fn without_a_sandbox_an_editor_that_cannot_answer_gets_no_command_run() {
 }
 
 #[tokio::test]
-async fn allow_once_unsandboxed_runs_that_command_unconfined_and_is_logged() {
+async fn a_command_the_sandbox_refused_is_offered_again_outside_it_in_a_second_request() {
     if !super::kernel_can_sandbox() {
         return;
     }
@@ -94,27 +95,68 @@ async fn allow_once_unsandboxed_runs_that_command_unconfined_and_is_logged() {
         .new_session(config(&server, "review", json!({})))
         .await;
 
-    answer_permission(&mut editor, "allow_once_unsandboxed");
+    answer_permission(&mut editor, "allow_once");
     let free = outside.path().join("free");
     let cmd = format!("echo x > {}", free.display());
     let result = run_one(&server, &mut editor, &session, json!({"cmd": cmd})).await;
-    assert_eq!(result, "exit code 0");
-    assert!(free.exists());
+    assert!(free.exists(), "{result}");
+    assert!(
+        result.starts_with("[sandbox] the sandbox refused the first run (write outside"),
+        "{result}"
+    );
 
-    // The next command, allowed plainly, is sandboxed again.
-    answer_permission(&mut editor, "allow_once");
+    let asked = permission_requests(&editor);
+    assert_eq!(
+        asked.len(),
+        2,
+        "one request for the run, one to leave the sandbox"
+    );
+    // The first asks for the sandboxed run only.
+    assert_eq!(option_ids(&asked[0]), ["allow_once", "reject_once"]);
+    // The second says why, and offers one run outside the sandbox.
+    let second = &asked[1]["params"];
+    assert_eq!(option_ids(&asked[1]), ["allow_once", "reject_once"]);
+    let title = second["toolCall"]["title"].as_str().unwrap();
+    assert!(
+        title.contains("outside the sandbox? The sandbox refused it"),
+        "{title}"
+    );
+    let why = second["toolCall"]["content"][0]["content"]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        why.contains("The sandbox refused it: write outside"),
+        "{why}"
+    );
+    assert!(why.contains(&free.display().to_string()), "{why}");
+
+    let logged = decisions(&editor, &session);
+    assert_eq!(logged.len(), 2);
+    assert_eq!(logged[0]["decision"], "allow_once");
+    assert!(logged[0].get("unsandboxed").is_none(), "{}", logged[0]);
+    assert_eq!(logged[1]["decision"], "allow_once");
+    assert_eq!(logged[1]["unsandboxed"], true);
+
+    // Declined, the command stays refused, and the model is told so.
+    editor.on_request(|method, params| {
+        let second = params["toolCall"]["title"]
+            .as_str()
+            .is_some_and(|t| t.contains("The sandbox refused it"));
+        let choice = if second { "reject_once" } else { "allow_once" };
+        (method == "tandem/requestPermission")
+            .then(|| json!({"outcome": {"outcome": "selected", "optionId": choice}}))
+    });
     let confined = outside.path().join("confined");
     let cmd = format!("echo x > {}", confined.display());
     let result = run_one(&server, &mut editor, &session, json!({"cmd": cmd})).await;
     assert!(!confined.exists(), "{result}");
-    assert!(result.contains("denied by the sandbox"), "{result}");
-
-    let logged = decisions(&editor, &session);
-    assert_eq!(logged.len(), 2);
-    assert_eq!(logged[0]["decision"], "allow_once_unsandboxed");
-    assert_eq!(logged[0]["unsandboxed"], true);
-    assert_eq!(logged[1]["decision"], "allow_once");
-    assert!(logged[1].get("unsandboxed").is_none(), "{}", logged[1]);
+    assert!(
+        after_failure(&result).starts_with(
+            "[sandbox] the user declined to run it outside the sandbox\n[sandbox] write outside"
+        ),
+        "{result}"
+    );
+    assert_eq!(decisions(&editor, &session)[3]["decision"], "reject_once");
 }
 
 #[tokio::test]
@@ -127,7 +169,7 @@ async fn a_model_asking_to_leave_the_sandbox_asks_the_user_even_in_auto_mode() {
     let outside = var_tmp_dir();
     let (mut editor, _) = editor_on(root.path(), &[]).await;
     let session = editor.new_session(config(&server, "auto", json!({}))).await;
-    answer_permission(&mut editor, "allow_once_unsandboxed");
+    answer_permission(&mut editor, "allow_once");
 
     let result = run_one(&server, &mut editor, &session, json!({"cmd": "echo plain"})).await;
     assert_eq!(result, "exit code 0\nplain\n");
@@ -153,14 +195,15 @@ async fn a_model_asking_to_leave_the_sandbox_asks_the_user_even_in_auto_mode() {
         title.ends_with("outside the sandbox: writes the shared cache"),
         "{title}"
     );
-    // Leaving the sandbox is granted once at a time: no "always".
-    assert_eq!(
-        option_ids(&asked[0]),
-        ["allow_once", "reject_once", "allow_once_unsandboxed"]
-    );
+    // Leaving the sandbox is granted once at a time: no "always", and
+    // "allow" is the run outside (the request is about nothing else).
+    assert_eq!(option_ids(&asked[0]), ["allow_once", "reject_once"]);
+    let logged = decisions(&editor, &session);
+    assert_eq!(logged[0]["decision"], "allow_once");
+    assert_eq!(logged[0]["unsandboxed"], true);
 
-    // A plain allow keeps the command in the sandbox, and the model is told.
-    answer_permission(&mut editor, "allow_once");
+    // Rejected, it does not run at all.
+    answer_permission(&mut editor, "reject_once");
     let kept = outside.path().join("kept-in");
     let args = json!({
         "cmd": format!("echo x > {}", kept.display()),
@@ -168,12 +211,7 @@ async fn a_model_asking_to_leave_the_sandbox_asks_the_user_even_in_auto_mode() {
     });
     let result = run_one(&server, &mut editor, &session, args).await;
     assert!(!kept.exists(), "{result}");
-    assert!(
-        after_failure(&result).starts_with(
-            "[sandbox] the user allowed this command only inside the sandbox\n[sandbox] write outside"
-        ),
-        "{result}"
-    );
+    assert!(result.contains("the user rejected running"), "{result}");
 }
 
 #[tokio::test]

@@ -111,8 +111,10 @@ async fn a_turn_outlives_a_killed_acp_shim_and_a_new_one_loads_its_replay_then_t
         "{loaded}"
     );
     let kinds = update_kinds(&replay);
+    // The title the first prompt gave the session, then the prompt.
     assert_eq!(
-        kinds[0], "user_message_chunk",
+        kinds[..2],
+        ["session_info_update", "user_message_chunk"],
         "the replay first: {kinds:?}"
     );
     let replayed = agent_text_of(&replay);
