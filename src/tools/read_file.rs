@@ -3,6 +3,10 @@
 //! Output is `cat -n` style: `{n:>6}\t{line}` per line, lines over
 //! [`MAX_LINE_CHARS`] cut with [`LINE_TRUNCATED`], and when lines remain
 //! after the window a last line `[... N more lines; continue with offset=M]`.
+//! A file on disk over 1 MiB that is no open buffer is read only through
+//! the window, so its last line says more follows without counting them
+//! ([`range`]). Through a client that owns the files (ACP) the client
+//! sends the whole text: there is no range read on that wire.
 use std::io;
 use std::path::Path;
 
@@ -11,6 +15,8 @@ use serde_json::{json, Value};
 
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
 use crate::vocab::bridge::{BridgeOutcome, ClientFile};
+
+mod range;
 
 pub struct ReadFile;
 
@@ -113,6 +119,9 @@ impl Tool for ReadFile {
         }
         let ctx = ctx.clone();
         tokio::task::spawn_blocking(move || {
+            if let Some(size) = big_file_on_disk(&ctx, &path) {
+                return range::read_window(&path, size, offset, limit, &shown);
+            }
             let text = read_text_file(&ctx, &path, &shown)?;
             number_lines(&text, offset, limit, &shown)
         })
@@ -145,6 +154,14 @@ pub async fn read_through_client(
 /// file: the open buffer, else the disk.
 fn text_of(ctx: &ToolContext, path: &Path) -> io::Result<String> {
     ctx.buffers.read_text(path)
+}
+
+/// The size of `path` when it is a file that is no open buffer and too big
+/// to read whole for a window ([`range::COUNT_WHOLE_BYTES`]).
+fn big_file_on_disk(ctx: &ToolContext, path: &Path) -> Option<u64> {
+    let meta = std::fs::metadata(path).ok()?;
+    let big = meta.is_file() && meta.len() > range::COUNT_WHOLE_BYTES;
+    (big && ctx.buffers.snapshot(path).is_none()).then_some(meta.len())
 }
 
 fn read_text_file(ctx: &ToolContext, path: &Path, shown: &str) -> Result<String, ToolError> {
@@ -199,15 +216,7 @@ fn number_lines(text: &str, offset: usize, limit: usize, shown: &str) -> Result<
     let mut last = offset - 1;
     for (index, line) in text.lines().enumerate().skip(offset - 1).take(limit) {
         last = index + 1;
-        out.push_str(&format!("{last:>6}\t"));
-        match line.char_indices().nth(MAX_LINE_CHARS) {
-            Some((cut, _)) => {
-                out.push_str(&line[..cut]);
-                out.push_str(LINE_TRUNCATED);
-            }
-            None => out.push_str(line),
-        }
-        out.push('\n');
+        push_numbered(&mut out, last, line);
     }
     if last < total {
         out.push_str(&format!(
@@ -217,6 +226,19 @@ fn number_lines(text: &str, offset: usize, limit: usize, shown: &str) -> Result<
         ));
     }
     Ok(out)
+}
+
+/// One output line: its number, a tab, the line cut at [`MAX_LINE_CHARS`].
+fn push_numbered(out: &mut String, number: usize, line: &str) {
+    out.push_str(&format!("{number:>6}\t"));
+    match line.char_indices().nth(MAX_LINE_CHARS) {
+        Some((cut, _)) => {
+            out.push_str(&line[..cut]);
+            out.push_str(LINE_TRUNCATED);
+        }
+        None => out.push_str(line),
+    }
+    out.push('\n');
 }
 
 #[cfg(test)]
@@ -370,6 +392,30 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.0.contains("unknown field `lines`"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_big_file_on_disk_is_read_through_its_window_and_an_open_one_counted() {
+        let text = lines(200_000);
+        assert!(text.len() as u64 > range::COUNT_WHOLE_BYTES);
+        let (dir, ctx) = workspace_with(&[("big.txt", &text)]);
+        let args = json!({"path": "big.txt", "offset": 100, "limit": 2});
+        let out = read(&ctx, args.clone()).await.unwrap();
+        assert_eq!(
+            out,
+            format!(
+                "   100\tline 100\n   101\tline 101\n[... more lines follow; the file has {} \
+                 bytes, read to byte 801; continue with offset=102]\n",
+                text.len()
+            )
+        );
+        let path = dir.path().canonicalize().unwrap().join("big.txt");
+        ctx.buffers.open(path, 1, &text);
+        let out = read(&ctx, args).await.unwrap();
+        assert!(
+            out.ends_with("[... 199899 more lines; continue with offset=102]\n"),
+            "{out}"
+        );
     }
 
     #[test]

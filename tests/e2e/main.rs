@@ -7,6 +7,7 @@ mod acp;
 mod agent_loop;
 mod apply_patch;
 mod approvals;
+mod big_files;
 mod code_map;
 mod compaction;
 mod context_overflow;
