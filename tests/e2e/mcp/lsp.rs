@@ -280,6 +280,40 @@ async fn servers_stop_with_the_daemon_and_leave_no_process_behind() {
     );
 }
 
+#[tokio::test]
+async fn closing_the_last_session_that_uses_a_server_stops_it() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let server = ModelServer::start().await;
+    server.push(openai::text(["hi"]));
+    let root = tempfile::tempdir().unwrap();
+    let config = config_with(
+        &server,
+        "auto",
+        json!({"fault": fault_server("tools", log.path())}),
+    );
+    let (mut editor, session) = session(root.path(), config, EditorOptions::default()).await;
+    editor.prompt(&session, "hi").await;
+    let lines = wait_fault_log(log.path(), |l| l.starts_with("started ")).await;
+    let pid: i32 = lines[0]
+        .strip_prefix("started ")
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    assert!(alive(pid), "the server runs while the session does");
+    editor
+        .request("tandem/closeSession", json!({"sessionId": session}))
+        .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while alive(pid) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        !alive(pid),
+        "the server outlived the only session using it: {:?}",
+        fault_log(log.path())
+    );
+    editor.shutdown_and_exit().await;
+}
+
 /// Whether `pid` is a process that has not been reaped (nor is a zombie).
 fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
