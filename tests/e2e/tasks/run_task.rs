@@ -213,6 +213,11 @@ async fn execute_command_answers_when_the_turn_starts_then_its_updates_and_title
     accept_progress(&mut fixture);
     let path = fixture.open("src/main.rs", FILE).await;
     fixture.server.push(Reply::Sse(vec![
+        // The answer is due when the turn starts; a model that streams
+        // within microseconds of the request can race it (the answer and
+        // the turn's updates are queued by two tasks), so the first token
+        // comes a moment later here.
+        SseStep::Delay(Duration::from_millis(50)),
         openai::delta(json!({"content": "It "})),
         // The model takes its time: the command's answer must not wait.
         SseStep::Delay(Duration::from_millis(100)),
