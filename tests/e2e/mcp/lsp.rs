@@ -6,7 +6,7 @@ use super::{
     call, config_with, everything, fault_log, fault_server, list_servers, offered, offered_names,
     session, time_server, tool_result, wait_fault_log,
 };
-use crate::support::client::EditorOptions;
+use crate::support::client::{Editor, EditorOptions};
 use crate::support::model_server::{openai, ModelServer};
 
 #[tokio::test]
@@ -256,22 +256,8 @@ async fn read_only_mode_offers_only_read_only_tools_and_trust_runs_them_unasked(
 #[tokio::test]
 async fn servers_stop_with_the_daemon_and_leave_no_process_behind() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let server = ModelServer::start().await;
-    server.push(openai::text(["hi"]));
     let root = tempfile::tempdir().unwrap();
-    let config = config_with(
-        &server,
-        "auto",
-        json!({"fault": fault_server("tools", log.path())}),
-    );
-    let (mut editor, session) = session(root.path(), config, EditorOptions::default()).await;
-    editor.prompt(&session, "hi").await;
-    let lines = wait_fault_log(log.path(), |l| l.starts_with("started ")).await;
-    let pid: i32 = lines[0]
-        .strip_prefix("started ")
-        .and_then(|p| p.parse().ok())
-        .unwrap();
-    assert!(alive(pid), "the server runs while the session does");
+    let (_server, editor, _session, pid) = a_session_with_a_running_server(&root, &log).await;
     editor.shutdown_and_exit().await;
     assert!(
         !alive(pid),
@@ -283,22 +269,8 @@ async fn servers_stop_with_the_daemon_and_leave_no_process_behind() {
 #[tokio::test]
 async fn closing_the_last_session_that_uses_a_server_stops_it() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let server = ModelServer::start().await;
-    server.push(openai::text(["hi"]));
     let root = tempfile::tempdir().unwrap();
-    let config = config_with(
-        &server,
-        "auto",
-        json!({"fault": fault_server("tools", log.path())}),
-    );
-    let (mut editor, session) = session(root.path(), config, EditorOptions::default()).await;
-    editor.prompt(&session, "hi").await;
-    let lines = wait_fault_log(log.path(), |l| l.starts_with("started ")).await;
-    let pid: i32 = lines[0]
-        .strip_prefix("started ")
-        .and_then(|p| p.parse().ok())
-        .unwrap();
-    assert!(alive(pid), "the server runs while the session does");
+    let (_server, mut editor, session, pid) = a_session_with_a_running_server(&root, &log).await;
     editor
         .request("tandem/closeSession", json!({"sessionId": session}))
         .await;
@@ -312,6 +284,31 @@ async fn closing_the_last_session_that_uses_a_server_stops_it() {
         fault_log(log.path())
     );
     editor.shutdown_and_exit().await;
+}
+
+/// A session in `root` whose config names the fault server (logging to
+/// `log`), after one turn: the model server, the editor, the session and
+/// the server's pid, checked alive.
+async fn a_session_with_a_running_server(
+    root: &tempfile::TempDir,
+    log: &tempfile::NamedTempFile,
+) -> (ModelServer, Editor, String, i32) {
+    let server = ModelServer::start().await;
+    server.push(openai::text(["hi"]));
+    let config = config_with(
+        &server,
+        "auto",
+        json!({"fault": fault_server("tools", log.path())}),
+    );
+    let (mut editor, session) = session(root.path(), config, EditorOptions::default()).await;
+    editor.prompt(&session, "hi").await;
+    let lines = wait_fault_log(log.path(), |l| l.starts_with("started ")).await;
+    let pid: i32 = lines[0]
+        .strip_prefix("started ")
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    assert!(alive(pid), "the server runs while the session does");
+    (server, editor, session, pid)
 }
 
 /// Whether `pid` is a process that has not been reaped (nor is a zombie).
