@@ -485,20 +485,12 @@ impl SessionLog {
         if self.durability == Durability::Flush {
             return;
         }
-        let (Ok(runtime), Ok(file)) = (
-            tokio::runtime::Handle::try_current(),
-            self.shared.lock().file.get_ref().try_clone(),
-        ) else {
-            return self.sync();
-        };
-        let session = self.session_id.clone();
-        let _ = runtime
-            .spawn_blocking(move || {
-                if let Err(e) = file.sync_data() {
-                    tracing::error!(session = %session, "session log fsync failed: {e}");
-                }
-            })
-            .await;
+        match self.fsync_on_blocking_pool() {
+            Some(fsync) => {
+                let _ = fsync.await;
+            }
+            None => self.sync(),
+        }
     }
 
     /// Starts making everything appended so far durable without waiting
@@ -511,18 +503,23 @@ impl SessionLog {
         if self.durability == Durability::Flush {
             return;
         }
-        let (Ok(runtime), Ok(file)) = (
-            tokio::runtime::Handle::try_current(),
-            self.shared.lock().file.get_ref().try_clone(),
-        ) else {
-            return self.sync();
-        };
+        if self.fsync_on_blocking_pool().is_none() {
+            self.sync();
+        }
+    }
+
+    /// An fsync of the log's file on the blocking pool, or `None` outside a
+    /// runtime (or when the file cannot be shared), where the caller syncs
+    /// inline.
+    fn fsync_on_blocking_pool(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let file = self.shared.lock().file.get_ref().try_clone().ok()?;
         let session = self.session_id.clone();
-        runtime.spawn_blocking(move || {
+        Some(runtime.spawn_blocking(move || {
             if let Err(e) = file.sync_data() {
                 tracing::error!(session = %session, "session log fsync failed: {e}");
             }
-        });
+        }))
     }
 }
 

@@ -78,6 +78,11 @@ pub(crate) async fn post_json(
         .send()
         .await
         .map_err(|e| send_error(&e, base_url))?;
+    success_or_error(response).await
+}
+
+/// The response when its status is a success, else its classified error.
+async fn success_or_error(response: reqwest::Response) -> Result<reqwest::Response, ProviderError> {
     if response.status().is_success() {
         Ok(response)
     } else {
@@ -101,11 +106,7 @@ pub(crate) async fn get(
         .send()
         .await
         .map_err(|e| send_error(&e, base_url))?;
-    if response.status().is_success() {
-        Ok(response)
-    } else {
-        Err(status_error(response).await)
-    }
+    success_or_error(response).await
 }
 
 /// Classifies a failure to get any response at all.
