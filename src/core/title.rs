@@ -21,7 +21,7 @@ pub fn title_of_prompt(content: &[UserContent]) -> Option<String> {
             .map(str::trim)
             .find(|line| !line.is_empty())
             .map(str::to_string),
-        UserContent::Resource { .. } => None,
+        UserContent::Resource { .. } | UserContent::Image { .. } => None,
     });
     let line = line.or_else(|| {
         content.iter().find_map(|block| match block {
@@ -29,7 +29,7 @@ pub fn title_of_prompt(content: &[UserContent]) -> Option<String> {
                 let name = uri.split('#').next()?.rsplit('/').next()?;
                 (!name.is_empty()).then(|| name.to_string())
             }
-            UserContent::Text { .. } => None,
+            UserContent::Text { .. } | UserContent::Image { .. } => None,
         })
     })?;
     Some(cut(&line, TITLE_CHARS))

@@ -159,6 +159,17 @@ pub enum UserContent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         text: Option<String>,
     },
+    /// An image the user attached: the log names it by the SHA-256 of its
+    /// bytes (the file `<session>.images/<sha256>.<ext>` beside the log
+    /// holds them); `data` is its base64 text in memory only.
+    Image {
+        mime_type: String,
+        sha256: String,
+        /// Decoded size in bytes.
+        bytes: u64,
+        #[serde(skip)]
+        data: super::image::ImageData,
+    },
 }
 
 /// Which inbox queue an input went to.

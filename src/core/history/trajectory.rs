@@ -163,8 +163,32 @@ impl<'a> Walk<'a> {
         (format!("{first}{more}"), None)
     }
 
+    /// A user input's excerpt, its images named after it (`image (png,
+    /// 120 KB)`): replay never reads the image files.
     fn content(&self, content: &[UserContent]) -> (String, Option<String>) {
-        self.excerpt(&render_user_content(content), 200)
+        let (images, rest): (Vec<&UserContent>, Vec<&UserContent>) = content
+            .iter()
+            .partition(|b| matches!(b, UserContent::Image { .. }));
+        let rest: Vec<UserContent> = rest.into_iter().cloned().collect();
+        let (mut text, block) = self.excerpt(&render_user_content(&rest), 200);
+        for image in images {
+            if let UserContent::Image {
+                mime_type, bytes, ..
+            } = image
+            {
+                let note = format!(
+                    "image ({}, {})",
+                    crate::vocab::image::image_kind(mime_type),
+                    crate::vocab::image::human_size(*bytes)
+                );
+                text = if text.is_empty() {
+                    note
+                } else {
+                    format!("{text} [{note}]")
+                };
+            }
+        }
+        (text, block)
     }
 
     pub fn event(&mut self, logged: &LoggedEvent) {

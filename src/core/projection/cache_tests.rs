@@ -373,7 +373,7 @@ fn a_changed_message_loses_its_serialized_forms() {
     s.request(&*openai);
     let cached = s.live.messages()[1].cached_bytes();
     assert!(cached > 0, "the request cached the message");
-    let crate::provider::ModelMessage::User { text } = s.live.messages_mut()[1].message_mut()
+    let crate::provider::ModelMessage::User { text, .. } = s.live.messages_mut()[1].message_mut()
     else {
         panic!("a user message");
     };
@@ -385,4 +385,71 @@ fn a_changed_message_loses_its_serialized_forms() {
         max_output_tokens: None,
     });
     assert!(String::from_utf8_lossy(&body).contains("q changed"));
+}
+
+#[test]
+fn a_history_with_images_builds_the_body_a_from_scratch_build_would() {
+    use crate::vocab::image::ImageData;
+    let image = |data: &str| UserContent::Image {
+        mime_type: "image/png".into(),
+        sha256: format!("{:0>64}", data.len()),
+        bytes: 3,
+        data: ImageData(Some(data.into())),
+    };
+    let with_images = |text: &str| Event::UserMessage {
+        turn_id: "t1".into(),
+        message_id: format!("m-{text}"),
+        content: vec![
+            UserContent::Text { text: text.into() },
+            image("iVBORw0KGgo="),
+            image("R0lGODlh"),
+        ],
+    };
+    let openai = provider(ProviderKind::Openai, "m");
+    let anthropic = provider(ProviderKind::Anthropic, "m");
+    let mut s = Session::new();
+    s.record([with_images("what are these?")]);
+    s.request(&*openai);
+    s.request(&*anthropic);
+    s.record([
+        assistant("", None, vec![call("c1", r#"{"path":"a"}"#)]),
+        result("c1", ToolStatus::Completed, "A"),
+    ]);
+    s.request(&*openai);
+    s.record([assistant("Two images.", None, vec![]), user("thanks")]);
+    s.request(&*anthropic);
+    s.request(&*openai);
+    // An image-only prompt (no text part), and one whose file is gone.
+    s.record([Event::UserMessage {
+        turn_id: "t2".into(),
+        message_id: "m-image-only".into(),
+        content: vec![image("AAAA")],
+    }]);
+    s.record([Event::UserMessage {
+        turn_id: "t2".into(),
+        message_id: "m-gone".into(),
+        content: vec![UserContent::Image {
+            mime_type: "image/jpeg".into(),
+            sha256: "f".repeat(64),
+            bytes: 120 * 1024,
+            data: ImageData(None),
+        }],
+    }]);
+    s.request(&*openai);
+    s.request(&*anthropic);
+    let body = openai.request_body(ModelRequest {
+        messages: s.live.messages(),
+        tools: &[],
+        max_output_tokens: None,
+    });
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        body["messages"][1]["content"][1],
+        serde_json::json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}})
+    );
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        last["content"],
+        "[an image (jpg, 120 KB) was attached here; its file is no longer available]"
+    );
 }

@@ -36,7 +36,7 @@ use crate::provider::{CachedMessage, ModelMessage};
 use crate::vocab::event::Event;
 
 pub use self::compaction::{summary_message, CompactionPlan};
-pub use self::render::{render_tool_result, render_user_content};
+pub use self::render::{render_tool_result, render_user_content, user_images};
 pub use self::repair::{Repair, RepairLimits, RESULT_UNAVAILABLE};
 pub use self::shrink::{cut_head_tail, RequestItem};
 
@@ -159,6 +159,7 @@ impl Projection {
         let message = match event {
             Event::UserMessage { content, .. } => ModelMessage::User {
                 text: render_user_content(content),
+                images: user_images(content),
             },
             Event::AssistantMessage {
                 text,
@@ -242,7 +243,10 @@ impl Projection {
 
 fn message_chars(message: &ModelMessage) -> usize {
     match message {
-        ModelMessage::System { text } | ModelMessage::User { text } => text.len(),
+        ModelMessage::System { text } => text.len(),
+        ModelMessage::User { text, images } => {
+            text.len() + images.len() * crate::provider::ImagePart::ESTIMATED_CHARS
+        }
         ModelMessage::Assistant {
             text,
             thinking,
@@ -396,7 +400,7 @@ mod tests {
         let projection = Projection::from_events("sys".into(), &events);
         let messages = projection.messages();
         assert_eq!(messages.len(), 4);
-        assert_eq!(messages[1], ModelMessage::User { text: "hi".into() });
+        assert_eq!(messages[1], ModelMessage::user("hi"));
         assert!(
             matches!(messages[2].message(), ModelMessage::Assistant { text, tool_calls, .. } if text.is_empty() && tool_calls.len() == 1)
         );
