@@ -17,11 +17,10 @@ use base64::Engine;
 use sha2::{Digest, Sha256};
 
 use crate::core::log::LoggedEvent;
-use crate::vocab::event::{Event, UserContent};
+use crate::vocab::event::{Event, TurnId, UserContent};
 use crate::vocab::image::{human_size, image_kind, ImageData};
 
-/// The image types every provider takes (OpenAI and Anthropic alike).
-pub const SUPPORTED_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
+pub use crate::vocab::image::IMAGE_TYPES as SUPPORTED_TYPES;
 
 /// What a session's configuration allows.
 #[derive(Debug, Clone)]
@@ -109,6 +108,40 @@ pub fn admit_images(
     Ok(admitted)
 }
 
+/// A tool's image, stored beside the session log at `log_path`, as the
+/// `tool_image` event of the call; `None` (and a warning) when it cannot
+/// be: the tool's text already says what it returned.
+pub fn tool_image_event(
+    log_path: &Path,
+    (turn_id, call_id): (&TurnId, &str),
+    mime_type: String,
+    data: String,
+) -> Option<Event> {
+    let checked = check_image(0, &mime_type, &ImageData(Some(data.into())), u64::MAX).and_then(
+        |(bytes, base64)| {
+            let sha256 = hex(&Sha256::digest(&bytes));
+            let dir = images_dir(log_path);
+            store(&image_path(&dir, &sha256, &mime_type), &bytes)
+                .map_err(|e| format!("could not store it in {}: {e}", dir.display()))?;
+            Ok((sha256, bytes.len() as u64, base64))
+        },
+    );
+    match checked {
+        Ok((sha256, bytes, base64)) => Some(Event::ToolImage {
+            turn_id: turn_id.clone(),
+            call_id: call_id.to_string(),
+            mime_type,
+            sha256,
+            bytes,
+            data: ImageData(Some(base64)),
+        }),
+        Err(e) => {
+            tracing::warn!("the image of tool call {call_id} is dropped: {e}");
+            None
+        }
+    }
+}
+
 /// Decodes one image and checks its type and size; returns its bytes and
 /// its canonical base64 (what the model is sent, live and after a reload).
 fn check_image(
@@ -137,7 +170,7 @@ fn check_image(
             human_size(max_bytes),
         )
     };
-    if estimate > max_bytes + 3 {
+    if estimate > max_bytes.saturating_add(3) {
         return Err(too_big(estimate));
     }
     let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
@@ -184,6 +217,20 @@ pub fn load_images(dir: &Path, events: &mut [LoggedEvent]) {
     for logged in events.iter_mut() {
         let content = match &mut logged.event {
             Event::UserMessage { content, .. } | Event::InputQueued { content, .. } => content,
+            Event::ToolImage {
+                mime_type,
+                sha256,
+                data,
+                ..
+            } => {
+                if data.base64().is_none() {
+                    *data = loaded
+                        .entry(sha256.clone())
+                        .or_insert_with(|| read_image(&image_path(dir, sha256, mime_type)))
+                        .clone();
+                }
+                continue;
+            }
             _ => continue,
         };
         for block in content.iter_mut() {

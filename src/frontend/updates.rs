@@ -167,6 +167,8 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             output_delta: Some(text.clone()),
             waiting_for: None,
         },
+        // Editors read the result's text, which says the image was passed on.
+        Event::ToolImage { .. } => return None,
         Event::ToolDiff { call_id, files, .. } => SessionUpdate::ToolCallUpdate {
             tool_call_id: call_id.clone(),
             status: None,

@@ -34,6 +34,9 @@ impl fmt::Debug for ImageData {
     }
 }
 
+/// The image types every provider takes (OpenAI and Anthropic alike).
+pub const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
+
 /// The short name of an image type (`png` for `image/png`).
 pub fn image_kind(mime_type: &str) -> &str {
     let kind = mime_type.strip_prefix("image/").unwrap_or(mime_type);

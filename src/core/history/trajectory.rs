@@ -495,6 +495,20 @@ impl<'a> Walk<'a> {
                     call.output.push_str(text);
                 }
             }
+            Event::ToolImage {
+                call_id,
+                mime_type,
+                bytes,
+                ..
+            } => {
+                let name = self.call_name(call_id);
+                let image = format!(
+                    "image ({}, {})",
+                    crate::vocab::image::image_kind(mime_type),
+                    crate::vocab::image::human_size(*bytes)
+                );
+                self.line(2, format!("tool {name} [{call_id}] returned {image}"));
+            }
             Event::ToolDiff { call_id, files, .. } => {
                 let name = self.call_name(call_id);
                 let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();

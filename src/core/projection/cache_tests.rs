@@ -453,3 +453,66 @@ fn a_history_with_images_builds_the_body_a_from_scratch_build_would() {
         "[an image (jpg, 120 KB) was attached here; its file is no longer available]"
     );
 }
+
+#[test]
+fn tool_images_follow_their_block_of_results_in_every_body() {
+    use crate::vocab::image::ImageData;
+    let tool_image = |call_id: &str, data: Option<&str>| Event::ToolImage {
+        turn_id: "t1".into(),
+        call_id: call_id.into(),
+        mime_type: "image/png".into(),
+        sha256: "a".repeat(64),
+        bytes: 3,
+        data: ImageData(data.map(Into::into)),
+    };
+    let openai = provider(ProviderKind::Openai, "m");
+    let anthropic = provider(ProviderKind::Anthropic, "m");
+    let mut s = Session::new();
+    s.record([user("look at both")]);
+    s.record([assistant(
+        "",
+        None,
+        vec![call("c1", r#"{"path":"a"}"#), call("c2", r#"{"path":"b"}"#)],
+    )]);
+    // The second call ends first, with an image; the block is then open.
+    s.record([
+        tool_image("c2", Some("iVBORw0KGgo=")),
+        result("c2", ToolStatus::Completed, "B"),
+    ]);
+    assert!(!s.live.messages().iter().any(|m| matches!(
+        m.message(),
+        crate::provider::ModelMessage::User { images, .. } if !images.is_empty()
+    )));
+    s.record([
+        tool_image("c1", None),
+        result("c1", ToolStatus::Completed, "A"),
+    ]);
+    s.request(&*openai);
+    s.request(&*anthropic);
+    let body = openai.request_body(ModelRequest {
+        messages: s.live.messages(),
+        tools: &[],
+        max_output_tokens: None,
+    });
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let roles: Vec<&str> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "tool", "user"]
+    );
+    assert_eq!(
+        body["messages"][5]["content"],
+        serde_json::json!([
+            {"type": "text", "text": "The images returned by tool calls c2, c1:\n[an image (png, 3 B) returned by tool call c1; its file is no longer available]"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        ])
+    );
+    s.record([assistant("Seen.", None, vec![]), user("thanks")]);
+    s.request(&*openai);
+    s.request(&*anthropic);
+}

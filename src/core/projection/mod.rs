@@ -31,6 +31,7 @@ mod compaction;
 mod render;
 mod repair;
 mod shrink;
+mod tool_images;
 
 use crate::provider::{CachedMessage, ModelMessage};
 use crate::vocab::event::Event;
@@ -53,6 +54,8 @@ pub struct Projection {
     /// The system prompt without the instructions (`instructions` events
     /// append their text to it).
     system_base: String,
+    /// Images of the current block of tool results ([`tool_images`]).
+    tool_images: tool_images::PendingToolImages,
 }
 
 impl Projection {
@@ -67,6 +70,7 @@ impl Projection {
             checked: Default::default(),
             ledger: Default::default(),
             system_base: system_prompt,
+            tool_images: Default::default(),
         }
     }
 
@@ -189,6 +193,17 @@ impl Projection {
                 self.apply_shrunk(results);
                 return;
             }
+            Event::ToolImage {
+                call_id,
+                mime_type,
+                sha256,
+                bytes,
+                data,
+                ..
+            } => {
+                self.hold_tool_image(call_id, mime_type, sha256, *bytes, data.base64());
+                return;
+            }
             Event::ToolResult {
                 call_id,
                 status,
@@ -203,10 +218,12 @@ impl Projection {
                 let at = self.result_position(call_id);
                 self.checked.touched(at);
                 self.messages.insert(at, CachedMessage::new(message));
+                self.release_tool_images_if_block_done();
                 return;
             }
             _ => return,
         };
+        self.release_tool_images();
         self.chars += message_chars(&message);
         self.messages.push(CachedMessage::new(message));
     }
