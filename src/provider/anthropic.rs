@@ -246,15 +246,13 @@ fn system_prompt<'a>(messages: impl Iterator<Item = &'a ModelMessage>) -> Option
 fn message_blocks(message: &ModelMessage) -> Option<(Role, Vec<Block<'_>>)> {
     let (role, blocks) = match message {
         ModelMessage::System { .. } => return None,
-        ModelMessage::User { text, images } => (
-            Role::User,
-            text_block(text)
-                .into_iter()
-                .chain(images.iter().map(|image| Block::Image {
-                    source: image.into(),
-                }))
-                .collect(),
-        ),
+        ModelMessage::User { text, images } => {
+            let images = images.iter().map(|i| Block::Image { source: i.into() });
+            (
+                Role::User,
+                text_block(text).into_iter().chain(images).collect(),
+            )
+        }
         ModelMessage::Tool { call_id, content } => (
             Role::User,
             vec![Block::ToolResult {

@@ -163,32 +163,11 @@ impl<'a> Walk<'a> {
         (format!("{first}{more}"), None)
     }
 
-    /// A user input's excerpt, its images named after it (`image (png,
-    /// 120 KB)`): replay never reads the image files.
+    /// A user input's excerpt, its images named after it.
     fn content(&self, content: &[UserContent]) -> (String, Option<String>) {
-        let (images, rest): (Vec<&UserContent>, Vec<&UserContent>) = content
-            .iter()
-            .partition(|b| matches!(b, UserContent::Image { .. }));
-        let rest: Vec<UserContent> = rest.into_iter().cloned().collect();
-        let (mut text, block) = self.excerpt(&render_user_content(&rest), 200);
-        for image in images {
-            if let UserContent::Image {
-                mime_type, bytes, ..
-            } = image
-            {
-                let note = format!(
-                    "image ({}, {})",
-                    crate::vocab::image::image_kind(mime_type),
-                    crate::vocab::image::human_size(*bytes)
-                );
-                text = if text.is_empty() {
-                    note
-                } else {
-                    format!("{text} [{note}]")
-                };
-            }
-        }
-        (text, block)
+        let (rest, notes) = super::image_lines::split_images(content);
+        let (text, block) = self.excerpt(&render_user_content(&rest), 200);
+        (super::image_lines::with_notes(text, notes), block)
     }
 
     pub fn event(&mut self, logged: &LoggedEvent) {
@@ -501,12 +480,8 @@ impl<'a> Walk<'a> {
                 bytes,
                 ..
             } => {
+                let image = super::image_lines::image_note(mime_type, *bytes);
                 let name = self.call_name(call_id);
-                let image = format!(
-                    "image ({}, {})",
-                    crate::vocab::image::image_kind(mime_type),
-                    crate::vocab::image::human_size(*bytes)
-                );
                 self.line(2, format!("tool {name} [{call_id}] returned {image}"));
             }
             Event::ToolDiff { call_id, files, .. } => {

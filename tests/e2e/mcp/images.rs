@@ -82,6 +82,17 @@ async fn an_mcp_image_reaches_a_model_with_vision_as_an_image_part_after_the_res
         logged["bytes"].as_u64().unwrap()
     );
 
+    let replay = std::process::Command::new(crate::support::client::tandem_bin())
+        .args(["replay", &session])
+        .env("TANDEM_HOME", editor.home.path())
+        .output()
+        .unwrap();
+    let replay = String::from_utf8_lossy(&replay.stdout);
+    assert!(
+        replay.contains(&format!("tool {TOOL} [call_1] returned image (png, ")),
+        "{replay}"
+    );
+
     // Reloaded, the history sends the same image message again.
     let home = editor.home.clone();
     editor.shutdown_and_exit().await;
