@@ -318,4 +318,32 @@ async fn an_acp_image_reaches_the_model_and_an_oversize_one_is_refused() {
         "{answer}"
     );
     assert_eq!(server.requests().len(), 1);
+
+    // `session/load` in a new agent replays the image read back from its file.
+    let home = client.shared_home();
+    client.kill().await;
+    let mut again = AcpClient::spawn_in(&["acp"], &server, home).await;
+    again
+        .request("initialize", json!({"protocolVersion": 1}), "")
+        .await;
+    let (loaded, replayed) = again
+        .request(
+            "session/load",
+            json!({"sessionId": session, "cwd": root.path(), "mcpServers": []}),
+            "",
+        )
+        .await;
+    assert!(loaded.get("error").is_none(), "{loaded}");
+    let chunks: Vec<&Value> = replayed
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "user_message_chunk")
+        .map(|m| &m["params"]["update"]["content"])
+        .collect();
+    assert_eq!(
+        chunks,
+        [
+            &json!({"type": "text", "text": "what is this?"}),
+            &json!({"type": "image", "data": b64, "mimeType": "image/png"}),
+        ]
+    );
 }
