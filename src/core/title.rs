@@ -12,7 +12,7 @@ pub const MAX_RENAMED_CHARS: usize = 200;
 
 /// The title a prompt gives a session: the first non-blank line of its
 /// first text block with any (else the name of the first file it
-/// attaches), at most [`TITLE_CHARS`] characters, cut with `…`. `None`
+/// attaches, else `image (png)`), at most [`TITLE_CHARS`] characters, cut with `…`. `None`
 /// for a prompt with nothing to name it by.
 pub fn title_of_prompt(content: &[UserContent]) -> Option<String> {
     let line = content.iter().find_map(|block| match block {
@@ -29,7 +29,12 @@ pub fn title_of_prompt(content: &[UserContent]) -> Option<String> {
                 let name = uri.split('#').next()?.rsplit('/').next()?;
                 (!name.is_empty()).then(|| name.to_string())
             }
-            UserContent::Text { .. } | UserContent::Image { .. } => None,
+            // An image-only prompt is named by its first image.
+            UserContent::Image { mime_type, .. } => Some(format!(
+                "image ({})",
+                crate::vocab::image::image_kind(mime_type)
+            )),
+            UserContent::Text { .. } => None,
         })
     })?;
     Some(cut(&line, TITLE_CHARS))
