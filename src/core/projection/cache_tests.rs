@@ -512,6 +512,24 @@ fn tool_images_follow_their_block_of_results_in_every_body() {
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
         ])
     );
+    // The Messages API: one user turn, the results first, then the image.
+    let body = anthropic.request_body(ModelRequest {
+        messages: s.live.messages(),
+        tools: &[],
+        max_output_tokens: None,
+    });
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let kinds: Vec<&str> = body["messages"][2]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["tool_result", "tool_result", "text", "image"]);
+    assert_eq!(
+        body["messages"][2]["content"][3]["source"],
+        serde_json::json!({"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="})
+    );
     s.record([assistant("Seen.", None, vec![]), user("thanks")]);
     s.request(&*openai);
     s.request(&*anthropic);
