@@ -180,6 +180,9 @@ enum Block<'a> {
     Text {
         text: &'a str,
     },
+    Image {
+        source: super::images::ImageSource<'a>,
+    },
     ToolUse {
         id: &'a str,
         name: &'a str,
@@ -243,7 +246,13 @@ fn system_prompt<'a>(messages: impl Iterator<Item = &'a ModelMessage>) -> Option
 fn message_blocks(message: &ModelMessage) -> Option<(Role, Vec<Block<'_>>)> {
     let (role, blocks) = match message {
         ModelMessage::System { .. } => return None,
-        ModelMessage::User { text } => (Role::User, text_block(text).into_iter().collect()),
+        ModelMessage::User { text, images } => {
+            let images = images.iter().map(|i| Block::Image { source: i.into() });
+            (
+                Role::User,
+                text_block(text).into_iter().chain(images).collect(),
+            )
+        }
         ModelMessage::Tool { call_id, content } => (
             Role::User,
             vec![Block::ToolResult {
@@ -739,7 +748,7 @@ mod tests {
     #[test]
     fn unsigned_thinking_and_empty_text_are_not_sent() {
         let messages = [
-            ModelMessage::User { text: "q".into() },
+            ModelMessage::user("q"),
             ModelMessage::Assistant {
                 text: String::new(),
                 thinking: Some(Thinking {
@@ -748,9 +757,7 @@ mod tests {
                 }),
                 tool_calls: vec![],
             },
-            ModelMessage::User {
-                text: "again".into(),
-            },
+            ModelMessage::user("again"),
         ];
         let body = serde_json::to_value(conversation(messages.iter())).unwrap();
         assert_eq!(
