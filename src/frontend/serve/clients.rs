@@ -82,10 +82,6 @@ impl Clients {
         self.clients.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn count(&self) -> usize {
-        self.lock().len()
-    }
-
     /// Connection `conn`'s client, made by `make` on first use.
     pub fn get_or_insert(&self, conn: usize, make: impl FnOnce() -> Arc<Client>) -> Arc<Client> {
         self.lock().entry(conn).or_insert_with(make).clone()

@@ -529,7 +529,7 @@ fn register_tandem(
             "pid": std::process::id(),
             "port": ctx.port,
             "version": env!("CARGO_PKG_VERSION"),
-            "clients": ctx.hub.clients.count(),
+            "clients": ctx.daemon.client_count(),
             "turnRunning": ctx.daemon.any_turn_running(),
         }))
     })?;

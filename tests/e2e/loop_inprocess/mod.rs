@@ -23,6 +23,7 @@ use crate::support::model_server::{openai, within_real_time, ModelServer, Reply}
 use crate::support::TEST_DEADLINE;
 
 mod cancel;
+mod clients;
 mod inbox;
 mod scheduling;
 
