@@ -226,8 +226,7 @@ struct State {
     subs: HashMap<String, Vec<Arc<Subscriber>>>,
     last_seq: HashMap<String, u64>,
     bridges: HashMap<String, SessionBridge>,
-    /// The connection whose input opened each session's latest turn (else
-    /// its creator, or the first to load it).
+    /// The connection whose input opened each session's latest turn.
     owner: HashMap<String, usize>,
 }
 
@@ -440,22 +439,6 @@ impl Hub {
                     .complete(&json!({"jsonrpc": "2.0", "id": id, "error":
                     {"code": -32603, "message": "the editor that owns the turn went away"}}));
             }
-        }
-    }
-
-    /// Makes `conn` the owner of a session no turn has named one for (its
-    /// creator, or the first to load it).
-    pub fn claim_if_unowned(&self, session_id: &str, conn: usize) {
-        let claimed = {
-            let mut state = self.state();
-            let unowned = !state.owner.contains_key(session_id);
-            if unowned {
-                state.owner.insert(session_id.to_string(), conn);
-            }
-            unowned
-        };
-        if claimed {
-            self.refresh(session_id);
         }
     }
 

@@ -305,7 +305,6 @@ async fn new_session(
     ctx.daemon
         .add_mcp_servers(&session.id, &mcp_servers)
         .map_err(daemon_error)?;
-    ctx.hub.claim_if_unowned(&session.id, conn);
     Ok(NewSessionResult {
         session_id: session.id.clone(),
         mode: session.mode().as_str().to_string(),
@@ -497,12 +496,10 @@ fn register_tandem(
     })?;
     module.register_blocking_method("tandem/loadSession", |params, ctx, ext| {
         let params: LoadSessionParams = parse(&params)?;
-        let conn = conn(&ext);
         let (session, events) = ctx
             .daemon
-            .load_session(&ctx.hub.client(conn), &params.session_id)
+            .load_session(&ctx.hub.client(conn(&ext)), &params.session_id)
             .map_err(daemon_error)?;
-        ctx.hub.claim_if_unowned(&session.id, conn);
         let replayed = events
             .iter()
             .filter(|e| session_update(&e.event).is_some())

@@ -120,7 +120,6 @@ fn task_session(params: Params<'_>, ctx: &Ctx, ext: &Extensions) -> RpcResult<Va
     }
     let session = session_for(&ctx.daemon, &origin, &path, params.session_id.as_deref())
         .map_err(|e| rpc_error(task_error(e)))?;
-    ctx.hub.claim_if_unowned(&session.id, conn);
     Ok(json!({"sessionId": session.id}))
 }
 
