@@ -63,7 +63,8 @@ pub struct PendingInput {
 pub enum Work {
     /// Run a turn for this prompt.
     Prompt(PendingInput),
-    /// Run a turn for the waking next-step inputs, the last one's client's.
+    /// Run a turn for the waking next-step inputs; the client of the last
+    /// waking one, should a cancel take them all before the turn claims them.
     Wake(Arc<Client>),
 }
 

@@ -84,11 +84,11 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
         // that was sent after them.
         let mut inputs = session.claim_next_step();
         // The turn is the client's whose input opened it (the prompt,
-        // entered last; or the last waking steer): its tools read that
-        // client's documents and ask through it.
+        // entered last; for a waking steer's turn, the last steer it
+        // enters): its tools read that client's documents and ask through it.
         let client = match &work {
             Work::Prompt(prompt) => prompt.client.clone(),
-            Work::Wake(client) => client.clone(),
+            Work::Wake(waking) => inputs.last().map_or(waking, |i| &i.client).clone(),
         };
         let bridge = client.turn_bridge(&session.id);
         let buffers = client.buffers().clone();
