@@ -28,7 +28,7 @@ impl Turn<'_> {
     pub(super) async fn run_tools(&mut self, calls: &[ToolCallRequest]) {
         let mut prepared = Vec::with_capacity(calls.len());
         let mode = self.session.mode();
-        let abilities = self.env.bridge.abilities();
+        let abilities = self.bridge.abilities();
         for call in calls {
             let known = self.env.tools.get(&call.name);
             let withheld = known.is_some();
@@ -74,7 +74,7 @@ impl Turn<'_> {
         ctx.env_allow = self.session.config.tools.exec_env_allow.clone();
         ctx.sandbox = self.session.config.sandbox.clone();
         ctx.mode = self.session.mode();
-        ctx.bridge = self.env.bridge.clone();
+        ctx.bridge = self.bridge.clone();
         ctx.vision = self.session.config.model.vision;
         ctx.max_image_bytes = self.session.config.limits.max_image_bytes;
         let available = self.available_tools();

@@ -54,6 +54,8 @@ pub(super) struct Turn<'a> {
     pub(super) cancel: CancellationToken,
     /// The documents this turn's tools read (see [`PendingInput::buffers`]).
     pub(super) buffers: Arc<BufferCache>,
+    /// How this turn asks the editor: its opener's bridge.
+    pub(super) bridge: Arc<dyn crate::vocab::bridge::ClientBridge>,
     pub(super) usage: Usage,
     pub(super) session_usage: &'a mut Usage,
     pub(super) loops: &'a mut LoopDetector,

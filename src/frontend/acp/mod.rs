@@ -42,6 +42,7 @@ use self::session::Agent;
 use self::wire::{error_response, next_line, Incoming};
 use super::lsp::outgoing::Outgoing;
 use super::stdout::stdout_writer_with;
+use crate::core::client::OneBridge;
 use crate::core::daemon::{Daemon, DaemonOptions};
 use crate::core::log::Durability;
 
@@ -60,10 +61,10 @@ where
         home,
         durability,
         sink: sink.clone(),
-        bridge: client.clone(),
     });
     let agent = Arc::new(Agent {
         daemon: daemon.clone(),
+        editor: daemon.connect(Arc::new(OneBridge(client.clone()))),
         client: client.clone(),
         sink,
         cwds: Default::default(),

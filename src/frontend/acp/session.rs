@@ -17,6 +17,7 @@ use super::mapping::{prompt_result, AcpSink};
 use super::modes::{session_state, MODE_OPTION};
 use super::wire::{daemon_error, error_response, string_param};
 use super::ACP_PROTOCOL_VERSION;
+use crate::core::client::Client;
 use crate::core::daemon::{Daemon, NewSession};
 use crate::core::history::SessionSummary;
 use crate::core::tasks::run::TaskError;
@@ -32,6 +33,8 @@ pub(super) const LIST_PAGE: usize = 20;
 pub(super) struct Agent {
     pub(super) daemon: Arc<Daemon>,
     pub(super) client: Arc<AcpClient>,
+    /// The editor as the core knows it: its folders and documents.
+    pub(super) editor: Arc<Client>,
     pub(super) sink: Arc<AcpSink>,
     /// Each session's `cwd`, where its slash commands come from.
     pub(super) cwds: Mutex<HashMap<String, PathBuf>>,
@@ -96,11 +99,14 @@ impl Agent {
         let mcp_servers = mcp_servers_param(params).map_err(|e| bad(rid, e))?;
         let session = self
             .daemon
-            .new_session(NewSession {
-                workspace_folder: Some(cwd),
-                title: None,
-                config: None,
-            })
+            .new_session(
+                &self.editor,
+                NewSession {
+                    workspace_folder: Some(cwd),
+                    title: None,
+                    config: None,
+                },
+            )
             .map_err(|e| daemon_error(rid, e))?;
         self.daemon
             .add_mcp_servers(&session.id, &mcp_servers)
@@ -121,10 +127,11 @@ impl Agent {
         }
         let mcp_servers = mcp_servers_param(params).map_err(|e| bad(rid, e))?;
         let loaded = if resume {
-            self.sink
-                .muted(session_id, || self.daemon.load_session(session_id))
+            self.sink.muted(session_id, || {
+                self.daemon.load_session(&self.editor, session_id)
+            })
         } else {
-            self.daemon.load_session(session_id)
+            self.daemon.load_session(&self.editor, session_id)
         };
         let (session, events) = loaded.map_err(|e| daemon_error(rid, e))?;
         self.daemon
@@ -177,7 +184,8 @@ impl Agent {
         let mut prompt = prompt;
         if let Some((name, instruction)) = commands::slash_command(&prompt) {
             let cwd = self.cwd(session_id);
-            if let Some(template) = commands::task_template(&self.daemon, &cwd, &name) {
+            if let Some(template) = commands::task_template(&self.daemon, &self.editor, &cwd, &name)
+            {
                 if commands::carries_file(&prompt) {
                     return self
                         .run_task(session_id, name, instruction, &prompt, rid)
@@ -190,7 +198,7 @@ impl Agent {
         }
         let (_, receipt) = self
             .daemon
-            .prompt(session_id, user_content(prompt))
+            .prompt(&self.editor, session_id, user_content(prompt))
             .map_err(|e| daemon_error(rid, e))?;
         match receipt.await {
             Ok(receipt) if receipt.stop_reason == StopReason::Error => Err(error_response(
@@ -217,13 +225,20 @@ impl Agent {
         prompt: &[ContentBlock],
         rid: &Value,
     ) -> Reply {
-        let result = commands::run(&self.daemon, session_id, name, instruction, prompt)
-            .await
-            .map_err(|e| match e {
-                TaskError::Daemon(e) => daemon_error(rid, e),
-                TaskError::SessionStopped => error_response(rid, -32603, &e.to_string()),
-                other => bad(rid, other.to_string()),
-            })?;
+        let result = commands::run(
+            &self.daemon,
+            &self.editor,
+            session_id,
+            name,
+            instruction,
+            prompt,
+        )
+        .await
+        .map_err(|e| match e {
+            TaskError::Daemon(e) => daemon_error(rid, e),
+            TaskError::SessionStopped => error_response(rid, -32603, &e.to_string()),
+            other => bad(rid, other.to_string()),
+        })?;
         let receipt = result.receipt;
         if receipt.stop_reason == StopReason::Error {
             return Err(error_response(
@@ -251,16 +266,17 @@ impl Agent {
             return;
         };
         if let Some(cwd) = params["cwd"].as_str() {
-            // Every ACP session names its folder, so the daemon's folders
+            // Every ACP session names its folder, so the client's folders
             // serve the task catalog (with the session's `cwd` among them,
             // its `.tandem/config.toml` tasks are offered) and, besides,
             // only the load of a session logged without a folder (made by
             // an LSP client without one), which then works in these.
-            self.daemon.workspace().add_root(PathBuf::from(cwd));
+            self.editor.workspace().add_root(PathBuf::from(cwd));
             self.lock_cwds()
                 .insert(session_id.to_string(), PathBuf::from(cwd));
         }
-        let commands = commands::available_commands(&self.daemon, &self.cwd(session_id));
+        let commands =
+            commands::available_commands(&self.daemon, &self.editor, &self.cwd(session_id));
         self.sink.send(
             session_id,
             json!({"sessionUpdate": "available_commands_update", "availableCommands": commands}),
@@ -309,7 +325,7 @@ impl Agent {
     }
 
     /// The session's `cwd` as the client gave it, else its first workspace
-    /// root on disk, else the daemon's folders.
+    /// root on disk, else an empty path.
     fn cwd(&self, session_id: &str) -> PathBuf {
         if let Some(cwd) = self.lock_cwds().get(session_id) {
             return cwd.clone();

@@ -18,7 +18,9 @@ use tower_lsp::{Client, ClientSocket, LanguageServer, LspService};
 use super::outgoing::Outgoing;
 use super::progress::Progress;
 use crate::buffers::{self, PositionEncoding, TextChange};
+use crate::core::client::{Client as CoreClient, ClientCapabilities};
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
+use crate::core::tasks::TaskOrigin;
 use crate::core::title::renamed_title;
 use crate::frontend::mcp_servers::{list_result, take_config_mcp_servers};
 use crate::frontend::updates::{daemon_error_parts, prompt_result, user_content};
@@ -50,6 +52,8 @@ const TANDEM_METHODS: [&str; 12] = [
 
 pub struct Backend {
     daemon: Arc<Daemon>,
+    /// The editor on the other end of this connection.
+    client: Arc<CoreClient>,
     shutdown_requested: Arc<AtomicBool>,
     outgoing: Arc<Outgoing>,
     progress: Arc<Progress>,
@@ -58,12 +62,14 @@ pub struct Backend {
 /// Builds the service with tandem's extension methods.
 pub fn build_service(
     daemon: Arc<Daemon>,
+    client: Arc<CoreClient>,
     shutdown_requested: Arc<AtomicBool>,
     outgoing: Arc<Outgoing>,
     progress: Arc<Progress>,
 ) -> (LspService<Backend>, ClientSocket) {
     LspService::build(move |_client: Client| Backend {
         daemon,
+        client,
         shutdown_requested,
         outgoing,
         progress,
@@ -222,7 +228,7 @@ impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
         guarded("initialize", async move {
             let encoding = negotiate_encoding(&params);
-            self.daemon.buffers().set_encoding(encoding);
+            self.client.buffers().set_encoding(encoding);
 
             let mut roots: Vec<PathBuf> = params
                 .workspace_folders
@@ -236,20 +242,24 @@ impl LanguageServer for Backend {
                     roots.push(root);
                 }
             }
-            self.daemon.workspace().set_roots(roots);
+            self.client.workspace().set_roots(roots);
 
             let abilities = client_abilities(&params).map_err(Error::invalid_params)?;
-            self.progress.set_enabled(
-                params
-                    .capabilities
-                    .window
-                    .as_ref()
-                    .and_then(|w| w.work_done_progress)
-                    .unwrap_or(false),
-            );
+            let work_done_progress = params
+                .capabilities
+                .window
+                .as_ref()
+                .and_then(|w| w.work_done_progress)
+                .unwrap_or(false);
+            self.progress.set_enabled(work_done_progress);
             self.outgoing.set_abilities(abilities);
+            self.client.set_capabilities(ClientCapabilities {
+                abilities,
+                work_done_progress,
+                ..ClientCapabilities::default()
+            });
             if let Some(options) = params.initialization_options {
-                self.daemon
+                self.client
                     .set_init_options(options)
                     .map_err(|e| Error::invalid_params(format!("initializationOptions: {e}")))?;
             }
@@ -323,27 +333,21 @@ impl LanguageServer for Backend {
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
         guarded("textDocument/codeAction", async move {
-            super::tasks::code_actions(&self.daemon, &self.daemon.task_origin(), params)
+            super::tasks::code_actions(&self.daemon, &TaskOrigin::of(&self.client), params)
         })
         .await
     }
 
     async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {
         guarded("workspace/executeCommand", async move {
-            super::tasks::execute_command(
-                &self.daemon,
-                &self.daemon.task_origin(),
-                params,
-                &|_, _| {},
-            )
-            .await
+            super::tasks::execute_command(&self.daemon, &TaskOrigin::of(&self.client), params).await
         })
         .await
     }
 
     async fn did_change_workspace_folders(&self, params: DidChangeWorkspaceFoldersParams) {
         guarded_notification("workspace/didChangeWorkspaceFolders", async move {
-            let workspace = self.daemon.workspace();
+            let workspace = self.client.workspace();
             for removed in params.event.removed {
                 if let Some(path) = uri_path(&removed.uri) {
                     workspace.remove_root(&path);
@@ -397,11 +401,14 @@ impl Backend {
                 take_config_mcp_servers(&mut config).map_err(Error::invalid_params)?;
             let session = self
                 .daemon
-                .new_session(NewSession {
-                    workspace_folder,
-                    title: params.title,
-                    config,
-                })
+                .new_session(
+                    &self.client,
+                    NewSession {
+                        workspace_folder,
+                        title: params.title,
+                        config,
+                    },
+                )
                 .map_err(daemon_error)?;
             self.daemon
                 .add_mcp_servers(&session.id, &mcp_servers)
@@ -424,7 +431,11 @@ impl Backend {
             }
             let (message_id, receipt) = self
                 .daemon
-                .prompt(&params.session_id, user_content(params.prompt))
+                .prompt(
+                    &self.client,
+                    &params.session_id,
+                    user_content(params.prompt),
+                )
                 .map_err(daemon_error)?;
             // `$/cancelRequest` for this request fires its token (see
             // `cancel_request`): the prompt is withdrawn and the answer waits
@@ -475,7 +486,12 @@ impl Backend {
             }
             let message_id = self
                 .daemon
-                .steer(&params.session_id, user_content(params.prompt), params.wake)
+                .steer(
+                    &self.client,
+                    &params.session_id,
+                    user_content(params.prompt),
+                    params.wake,
+                )
                 .map_err(daemon_error)?;
             Ok(SteerResult { message_id })
         })
@@ -576,7 +592,7 @@ impl Backend {
         guarded("tandem/loadSession", async move {
             let (session, events) = self
                 .daemon
-                .load_session(&params.session_id)
+                .load_session(&self.client, &params.session_id)
                 .map_err(daemon_error)?;
             let replayed = events
                 .iter()
@@ -601,10 +617,9 @@ impl Backend {
             let cancelled = super::cancel_request::current_token();
             super::tasks::run_task(
                 &self.daemon,
-                &self.daemon.task_origin(),
+                &TaskOrigin::of(&self.client),
                 params,
                 cancelled,
-                &|_, _| {},
             )
             .await
         })

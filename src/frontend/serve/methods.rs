@@ -23,6 +23,7 @@ use super::clients::DocOp;
 use super::connection::RequestCancel;
 use super::hub::{item_message, update_message, Hub, Item};
 use super::progress;
+use crate::core::client::ClientCapabilities;
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
 use crate::core::session::RunState;
 use crate::frontend::lsp::server::{
@@ -138,15 +139,18 @@ async fn initialize(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> 
         write_text_file: tandem["writeTextFile"] == true,
         terminal: tandem["terminal"] == true,
     };
+    let client = ctx.hub.client(conn);
     ctx.hub.clients.initialize(
-        conn,
-        abilities,
+        &client,
+        ClientCapabilities {
+            abilities,
+            facilities,
+            work_done_progress,
+        },
         roots,
         options,
         encoding,
-        work_done_progress,
     );
-    ctx.hub.clients.set_facilities(conn, facilities);
     Ok(json!({
         "serverInfo": {"name": "tandem", "version": env!("CARGO_PKG_VERSION")},
         "capabilities": {
@@ -263,6 +267,7 @@ async fn new_session(
 ) -> RpcResult<NewSessionResult> {
     let params: NewSessionParams = parse(&params)?;
     let conn = conn(&ext);
+    let client = ctx.hub.client(conn);
     let workspace_folder = match &params.workspace_folder {
         Some(folder) => Some(folder_path(folder).ok_or_else(|| {
             invalid_params(format!(
@@ -270,9 +275,9 @@ async fn new_session(
             ))
         })?),
         // A serve has no editor-wide folders: the client's first one.
-        None => ctx.hub.clients.roots(conn).into_iter().next(),
+        None => client.roots().into_iter().next(),
     };
-    let config = match (ctx.hub.clients.init_options(conn), params.config) {
+    let config = match (client.init_options(), params.config) {
         (_, Some(config)) if !config.is_object() => {
             return Err(invalid_params("config: expected an object"))
         }
@@ -288,16 +293,18 @@ async fn new_session(
         .map_err(invalid_params)?;
     let session = ctx
         .daemon
-        .new_session(NewSession {
-            workspace_folder,
-            title: params.title,
-            config,
-        })
+        .new_session(
+            &client,
+            NewSession {
+                workspace_folder,
+                title: params.title,
+                config,
+            },
+        )
         .map_err(daemon_error)?;
     ctx.daemon
         .add_mcp_servers(&session.id, &mcp_servers)
         .map_err(daemon_error)?;
-    ctx.hub.claim_if_unowned(&session.id, conn);
     Ok(NewSessionResult {
         session_id: session.id.clone(),
         mode: session.mode().as_str().to_string(),
@@ -331,12 +338,11 @@ async fn prompt(
     ctx.daemon
         .session(&params.session_id)
         .map_err(daemon_error)?;
-    let buffers = ctx.hub.clients.buffers(conn);
+    let client = ctx.hub.client(conn);
     let (message_id, receipt) = ctx
         .daemon
-        .prompt_reading(&params.session_id, user_content(params.prompt), buffers)
+        .prompt(&client, &params.session_id, user_content(params.prompt))
         .map_err(daemon_error)?;
-    ctx.hub.note_origin(&params.session_id, &message_id, conn);
     // `$/cancelRequest` for this request withdraws the prompt (see
     // `connection`); the answer still waits for the turn's end.
     let receipt = match ext.get::<RequestCancel>().cloned() {
@@ -382,17 +388,16 @@ async fn steer(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcRe
         .session(&params.session_id)
         .map_err(daemon_error)?;
     let conn = conn(&ext);
-    let buffers = ctx.hub.clients.buffers(conn);
+    let client = ctx.hub.client(conn);
     let message_id = ctx
         .daemon
-        .steer_reading(
+        .steer(
+            &client,
             &params.session_id,
             user_content(params.prompt),
             params.wake,
-            buffers,
         )
         .map_err(daemon_error)?;
-    ctx.hub.note_origin(&params.session_id, &message_id, conn);
     // Acknowledged means durable: the log fsyncs off this thread.
     if let Ok(session) = ctx.daemon.session(&params.session_id) {
         session.log.durable().await;
@@ -493,9 +498,8 @@ fn register_tandem(
         let params: LoadSessionParams = parse(&params)?;
         let (session, events) = ctx
             .daemon
-            .load_session(&params.session_id)
+            .load_session(&ctx.hub.client(conn(&ext)), &params.session_id)
             .map_err(daemon_error)?;
-        ctx.hub.claim_if_unowned(&session.id, conn(&ext));
         let replayed = events
             .iter()
             .filter(|e| session_update(&e.event).is_some())
@@ -522,7 +526,7 @@ fn register_tandem(
             "pid": std::process::id(),
             "port": ctx.port,
             "version": env!("CARGO_PKG_VERSION"),
-            "clients": ctx.hub.clients.count(),
+            "clients": ctx.daemon.client_count(),
             "turnRunning": ctx.daemon.any_turn_running(),
         }))
     })?;
@@ -566,7 +570,8 @@ async fn attach_session(
     // Registered before the log is read: whatever is logged from now on
     // reaches the channel, whatever was logged before is in the read.
     let (sub, mut rx) = ctx.hub.subscribe(&session_id, conn);
-    if ctx.hub.clients.work_done_progress(conn) {
+    let client = ctx.hub.client(conn);
+    if client.capabilities().work_done_progress {
         let daemon = Arc::downgrade(&ctx.daemon);
         let titles = Box::new(move |session_id: &str, turn_id: &str| {
             daemon
@@ -579,7 +584,7 @@ async fn attach_session(
     }
     let daemon = ctx.daemon.clone();
     let id = session_id.clone();
-    let loaded = tokio::task::spawn_blocking(move || daemon.load_session(&id))
+    let loaded = tokio::task::spawn_blocking(move || daemon.load_session(&client, &id))
         .await
         .unwrap_or_else(|e| Err(DaemonError::Storage(format!("loading panicked: {e}"))));
     let (mode, instructions, events) = match loaded {
