@@ -11,6 +11,7 @@ pub mod edits;
 pub mod exec;
 pub mod exec_command;
 pub mod grep;
+pub mod language;
 pub mod list_files;
 pub mod patch;
 pub mod read_file;
@@ -73,6 +74,9 @@ pub struct ToolContext {
     /// the model's request to leave the sandbox, or allowed it where no
     /// sandbox exists.
     pub unsandboxed: bool,
+    /// `[tools] diagnostics_settle_ms` when `apply_patch` checks the
+    /// editor's diagnostics after an edit; `None`: no check.
+    pub diagnostics_settle: Option<std::time::Duration>,
 }
 
 impl ToolContext {
@@ -94,6 +98,7 @@ impl ToolContext {
             env_allow: Vec::new(),
             sandbox: Default::default(),
             unsandboxed: false,
+            diagnostics_settle: None,
         }
     }
 }
@@ -186,6 +191,11 @@ pub trait Tool: Send + Sync {
     fn read_only_hint(&self) -> bool {
         self.approval() == ApprovalClass::Read
     }
+    /// Whether a client with `abilities` can serve this tool (the editor's
+    /// language features are offered only where the editor answers them).
+    fn offered_to(&self, _abilities: ClientAbilities) -> bool {
+        true
+    }
 }
 
 /// Tools that come and go while a session runs (an MCP server's): asked
@@ -226,6 +236,7 @@ impl ToolRegistry {
         registry.register(Arc::new(exec_command::ExecCommand));
         registry.register(Arc::new(update_plan::UpdatePlan));
         registry.register(Arc::new(request_user_input::RequestUserInput));
+        language::register(&mut registry);
         registry
     }
 
@@ -245,7 +256,7 @@ impl ToolRegistry {
         if tool.name() == "request_user_input" && !abilities.request_user_input {
             return false;
         }
-        true
+        tool.offered_to(abilities)
     }
 
     /// The specs of the tools offered in this mode to this client.

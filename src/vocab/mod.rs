@@ -11,5 +11,6 @@ pub mod bridge;
 pub mod edit;
 pub mod event;
 pub mod instructions;
+pub mod language;
 pub mod plan;
 pub mod pricing;

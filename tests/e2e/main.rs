@@ -17,6 +17,7 @@ mod freed_memory;
 mod guards;
 mod instructions;
 mod invalid_bodies;
+mod language;
 mod layers;
 mod ledger;
 mod loop_inprocess;

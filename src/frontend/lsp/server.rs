@@ -30,6 +30,7 @@ use crate::protocol::{
 };
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::ClientAbilities;
+use crate::vocab::language::LanguageFeatures;
 use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
@@ -106,6 +107,7 @@ pub(crate) fn client_abilities(
     Ok(ClientAbilities {
         request_permission: tandem.request_permission,
         request_user_input: tandem.request_user_input,
+        language: LanguageFeatures::from_names(tandem.language_features.iter().map(String::as_str)),
         apply_edit: workspace.and_then(|w| w.apply_edit).unwrap_or(false)
             && edits.and_then(|e| e.document_changes).unwrap_or(false),
         change_annotations: edits.is_some_and(|e| e.change_annotation_support.is_some()),

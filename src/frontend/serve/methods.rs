@@ -25,6 +25,7 @@ use super::hub::{item_message, update_message, Hub, Item};
 use super::progress;
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
 use crate::core::session::RunState;
+use crate::frontend::lsp::language::{diagnostics_changed, DIAGNOSTICS_CHANGED};
 use crate::frontend::lsp::server::{
     client_abilities, encoding_kind, folder_path, negotiate_encoding, text_change, uri_path,
 };
@@ -228,6 +229,13 @@ fn register_documents(
                     text: p.text.as_deref(),
                 },
             );
+        }
+        RpcResult::Ok(Value::Null)
+    })?;
+    module.register_method(DIAGNOSTICS_CHANGED, |params, ctx, ext| {
+        if let Some(buffers) = ctx.hub.clients.buffers(conn(ext)) {
+            let params = params.as_str().and_then(|p| serde_json::from_str(p).ok());
+            diagnostics_changed(&buffers, params);
         }
         RpcResult::Ok(Value::Null)
     })?;
