@@ -214,3 +214,69 @@ fn map<T, U>(outcome: BridgeOutcome<T>, f: impl FnOnce(T) -> U) -> BridgeOutcome
         BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_protocol_md_examples_parse_into_the_core_values() {
+        let result: DiagnosticsResult = serde_json::from_str(
+            r#"{"files":[{"uri":"file:///home/me/project/app.py","version":7,"diagnostics":[
+              {"range":{"start":{"line":1,"character":6},"end":{"line":1,"character":7}},"severity":1,
+               "message":"\"y\" is not defined","source":"Pyright","code":"reportUndefinedVariable"},
+              {"range":{"start":{"line":0,"character":0},"end":{"line":0,"character":1}},
+               "message":"no severity","code":2304,"tags":[1]}]},
+              {"uri":"untitled:Untitled-1","version":1,"diagnostics":[]}]}"#,
+        )
+        .unwrap();
+        let files: Vec<FileDiagnostics> = result
+            .files
+            .into_iter()
+            .filter_map(file_diagnostics)
+            .collect();
+        assert_eq!(files.len(), 1, "a URI that is not a file is dropped");
+        assert_eq!(files[0].path, PathBuf::from("/home/me/project/app.py"));
+        assert_eq!(files[0].version, Some(7));
+        let [first, second] = &files[0].diagnostics[..] else {
+            panic!("{files:?}")
+        };
+        assert_eq!(first.severity, Some(Severity::Error));
+        assert_eq!(first.code.as_deref(), Some("reportUndefinedVariable"));
+        assert_eq!(second.severity, None);
+        assert!(second.is_error(), "LSP reads no severity as an error");
+        assert_eq!(second.code.as_deref(), Some("2304"));
+
+        let symbols: WorkspaceSymbolsResult = serde_json::from_str(
+            r#"{"symbols":[{"name":"greet","kind":12,
+              "location":{"uri":"file:///home/me/project/lib.py","range":{"start":{"line":0,"character":4},"end":{"line":0,"character":9}}}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(symbol_kind_name(symbols.symbols[0].kind), "function");
+        let empty: LocationsResult = serde_json::from_str(
+            r#"{"locations":[],"reason":"no language server that answers textDocument/definition is attached to notes.txt"}"#,
+        )
+        .unwrap();
+        assert!(locations(empty).reason.is_some());
+    }
+
+    #[test]
+    fn a_point_goes_out_as_uri_and_position() {
+        let at = TextPoint {
+            path: PathBuf::from("/w/a b.py"),
+            position: TextPosition {
+                line: 3,
+                character: 17,
+            },
+        };
+        assert_eq!(
+            serde_json::to_value(at_params(&at, Some(false))).unwrap(),
+            serde_json::json!({"uri": "file:///w/a%20b.py", "position": {"line": 3, "character": 17},
+                               "includeDeclaration": false})
+        );
+        assert_eq!(
+            serde_json::to_value(at_params(&at, None)).unwrap(),
+            serde_json::json!({"uri": "file:///w/a%20b.py", "position": {"line": 3, "character": 17}})
+        );
+    }
+}
