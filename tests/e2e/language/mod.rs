@@ -4,6 +4,7 @@
 //! `tandem/references` and `tandem/workspaceSymbols` and reports its
 //! diagnostics with `tandem/diagnosticsChanged`.
 
+mod acp;
 mod after_edit;
 mod tools;
 
