@@ -37,7 +37,15 @@ async fn an_acp_client_is_not_offered_the_language_tools() {
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     let offered = offered_tools(&server.wait_for_requests(1).await[0].body);
     assert!(offered.contains(&"read_file".to_string()), "{offered:?}");
-    for tool in ["diagnostics", "definition", "references", "workspace_symbols"] {
-        assert!(!offered.contains(&tool.to_string()), "{tool} in {offered:?}");
+    for tool in [
+        "diagnostics",
+        "definition",
+        "references",
+        "workspace_symbols",
+    ] {
+        assert!(
+            !offered.contains(&tool.to_string()),
+            "{tool} in {offered:?}"
+        );
     }
 }

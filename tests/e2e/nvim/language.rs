@@ -133,11 +133,21 @@ async fn definition_and_references_return_pyrights_locations_for_files_not_open(
             "definition",
             r#"{"path":"app.py","line":3,"symbol":"greet"}"#,
         ),
+        ("call_diag", "diagnostics", r#"{"paths":["lib.py"]}"#),
+        (
+            "call_txt",
+            "definition",
+            r#"{"path":"notes.txt","line":1,"symbol":"greet"}"#,
+        ),
     ]));
     server.push(openai::text(["found"]));
     let ws = Workspace::new();
     ws.write("pyrightconfig.json", "{}\n");
-    ws.write("lib.py", "def greet(name):\n    return \"hi \" + name\n");
+    ws.write(
+        "lib.py",
+        "def greet(name):\n    return \"hi \" + name\n\nunknown_call()\n",
+    );
+    ws.write("notes.txt", "greet is in lib.py\n");
     ws.write("app.py", "from lib import greet\n\nprint(greet(\"x\"))\n");
     let body = with_pyright(
         &bin,
@@ -149,10 +159,14 @@ vim.cmd('enew')
 vim.cmd('bwipeout ' .. vim.fn.bufnr(T.path('lib.py')))
 vim.cmd('TandemPrompt where is greet used?')
 T.turn(1)
-T.put('app_loaded', vim.fn.bufloaded(T.path('app.py')))
+-- The buffers tandem loaded to ask are unloaded after the answers.
+local function loaded(name) return vim.fn.bufloaded(T.path(name)) end
+T.wait(function()
+  return loaded('app.py') + loaded('lib.py') + loaded('notes.txt') == 0
+end, 'the buffers tandem loaded to be unloaded', 5000)
 "#,
     );
-    let got = run(&ws, &config(&server, "auto"), &body).await;
+    run(&ws, &config(&server, "auto"), &body).await;
     let requests = server.wait_for_requests(2).await;
     let results = requests[1].tool_messages();
     let references = &results[0].1;
@@ -171,6 +185,15 @@ T.put('app_loaded', vim.fn.bufloaded(T.path('app.py')))
         results[1].1,
         "1 definition of `greet` (app.py:3):\nlib.py:1:5: def greet(name):"
     );
-    // The buffer tandem loaded to ask is gone again.
-    assert_eq!(got.get("app_loaded"), &json!(0));
+    assert_eq!(
+        results[2].1,
+        "1 error:\n\
+         lib.py:4:1: error: \"unknown_call\" is not defined (Pyright reportUndefinedVariable)\n\
+         \x20    4\tunknown_call()"
+    );
+    assert_eq!(
+        results[3].1,
+        "No definition found for `greet` (notes.txt:1) (the editor says: no language server \
+         that answers textDocument/definition is attached to notes.txt)."
+    );
 }

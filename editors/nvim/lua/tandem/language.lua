@@ -112,29 +112,62 @@ local function convert_range(range, lines, uri, from, to)
   return { start = pos(range.start), ['end'] = pos(range['end']) }
 end
 
---- The buffer of `uri`, loaded; `opened` when tandem loaded it.
+--- Buffers tandem loaded, with how many requests still use each.
+local borrowed = {} --- @type table<integer, integer>
+
+--- The buffer of `uri`, loaded; `opened` when tandem loaded it (or a
+--- request still running did): give it back with `unload`.
 local function load(uri)
   local buf = vim.uri_to_bufnr(uri)
+  if borrowed[buf] then
+    borrowed[buf] = borrowed[buf] + 1
+    return buf, true
+  end
   if vim.api.nvim_buf_is_loaded(buf) then
     return buf, false
   end
   vim.fn.bufload(buf)
   vim.bo[buf].buflisted = false
+  borrowed[buf] = 1
   return buf, true
 end
 
---- Unloads the buffers tandem loaded, after the answer has gone out.
+--- Gives back the buffers `load` lent; the last request to use one unloads
+--- it, after its answer has gone out, unless the user has it in a window
+--- or changed it meanwhile.
 local function unload(opened)
-  if #opened == 0 then
-    return
+  for _, buf in ipairs(opened) do
+    borrowed[buf] = (borrowed[buf] or 1) - 1
+    if borrowed[buf] <= 0 then
+      borrowed[buf] = nil
+      vim.schedule(function()
+        if
+          not borrowed[buf]
+          and vim.api.nvim_buf_is_loaded(buf)
+          and vim.fn.bufwinid(buf) == -1
+          and not vim.bo[buf].modified
+        then
+          pcall(vim.api.nvim_buf_delete, buf, { force = false })
+        end
+      end)
+    end
   end
-  vim.schedule(function()
-    for _, buf in ipairs(opened) do
-      if vim.api.nvim_buf_is_loaded(buf) and vim.fn.bufwinid(buf) == -1 and not vim.bo[buf].modified then
-        pcall(vim.api.nvim_buf_delete, buf, { force = false })
+end
+
+--- After loading a file: whether a language server attached to it (one
+--- starting for it is given `ATTACH_MS`; a file no server is configured
+--- for is given up on after a short while).
+local function attached(buf)
+  local function any()
+    local own = tandem_id()
+    for _, c in ipairs(vim.lsp.get_clients({ bufnr = buf })) do
+      if c.id ~= own then
+        return true
       end
     end
-  end)
+    return false
+  end
+  return wait_until(any, 2000)
 end
 
 local function short(uri)
@@ -186,6 +219,8 @@ function M.diagnostics(params)
       local buf, fresh = load(uri)
       if fresh then
         table.insert(opened, buf)
+      end
+      if fresh and attached(buf) and #vim.diagnostic.get(buf) == 0 then
         -- A server that attaches analyses the file; wait for its word.
         local reported = false
         local id = vim.api.nvim_create_autocmd('DiagnosticChanged', {
@@ -219,10 +254,11 @@ end
 local function locations(method, params, context)
   local buf, fresh = load(params.uri)
   local opened = fresh and { buf } or {}
-  if #servers(buf, method) == 0 then
+  if fresh and attached(buf) and #servers(buf, method) == 0 then
+    -- Attached but not initialized yet: its capabilities come with it.
     wait_until(function()
       return #servers(buf, method) > 0
-    end, fresh and ATTACH_MS or 0)
+    end, ATTACH_MS)
   end
   local asked = servers(buf, method)
   if #asked == 0 then
