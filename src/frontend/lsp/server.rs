@@ -34,7 +34,7 @@ use crate::vocab::language::LanguageFeatures;
 use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
-const TANDEM_METHODS: [&str; 12] = [
+const TANDEM_METHODS: [&str; 13] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -47,6 +47,7 @@ const TANDEM_METHODS: [&str; 12] = [
     "tandem/closeSession",
     "tandem/deleteSession",
     "tandem/listMcpServers",
+    "tandem/diagnosticsChanged",
 ];
 
 pub struct Backend {

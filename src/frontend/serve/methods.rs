@@ -52,7 +52,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 17] = [
+pub const TANDEM_METHODS: [&str; 18] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -69,6 +69,7 @@ pub const TANDEM_METHODS: [&str; 17] = [
     "tandem/closeSession",
     "tandem/deleteSession",
     "tandem/listMcpServers",
+    "tandem/diagnosticsChanged",
     "tandem/addMcpServers",
 ];
 

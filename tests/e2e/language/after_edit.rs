@@ -52,7 +52,7 @@ fn applies_edits(method: &str, _: &Value) -> Option<Value> {
     (method == "workspace/applyEdit").then(|| json!({"applied": true}))
 }
 
-async fn the_patch_result_names_only_the_new_error(wire: Wire) {
+async fn the_patch_result_names_only_the_new_error(wire: Wire, mode: &str) {
     let (_dir, root) = workspace();
     let app = write(&root, "app.py", BEFORE);
     let server = ModelServer::start().await;
@@ -111,12 +111,17 @@ async fn the_patch_result_names_only_the_new_error(wire: Wire) {
 
 #[tokio::test]
 async fn apply_patch_names_a_new_error_and_omits_the_old_ones_over_stdio() {
-    the_patch_result_names_only_the_new_error(Wire::Stdio).await;
+    the_patch_result_names_only_the_new_error(Wire::Stdio, "auto").await;
+}
+
+#[tokio::test]
+async fn after_the_user_accepts_a_reviewed_patch_its_new_error_is_named() {
+    the_patch_result_names_only_the_new_error(Wire::Stdio, "review").await;
 }
 
 #[tokio::test]
 async fn apply_patch_names_a_new_error_and_omits_the_old_ones_through_the_serve() {
-    the_patch_result_names_only_the_new_error(Wire::Serve).await;
+    the_patch_result_names_only_the_new_error(Wire::Serve, "auto").await;
 }
 
 #[tokio::test]

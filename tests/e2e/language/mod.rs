@@ -27,6 +27,8 @@ pub enum Wire {
 /// An editor connected over `wire`; the serve (if any) stops when dropped.
 pub struct Connected {
     pub editor: Editor,
+    /// The answer to `initialize`.
+    pub init: Value,
     _stop: Option<StopOnDrop>,
 }
 
@@ -56,9 +58,10 @@ pub async fn connect(wire: Wire, root: &Path, caps: Value) -> Connected {
             (Editor::spawn_with(attach_options(&home)).await, Some(stop))
         }
     };
-    editor.initialize_with(root, caps).await;
+    let init = editor.initialize_with(root, caps).await;
     Connected {
         editor,
+        init,
         _stop: stop,
     }
 }

@@ -31,6 +31,13 @@ async fn the_model_reads_the_unsaved_buffers_errors(wire: Wire) {
     )]));
     server.push(text(["seen"]));
     let mut c = connect(wire, &root, capabilities(&ALL)).await;
+    let methods = &c.init["result"]["capabilities"]["experimental"]["tandem"]["methods"];
+    assert!(
+        methods
+            .as_array()
+            .is_some_and(|m| m.contains(&json!("tandem/diagnosticsChanged"))),
+        "{methods}"
+    );
     let asked = Arc::new(Mutex::new(Vec::new()));
     let record = asked.clone();
     let uri = file_uri(&app);
