@@ -67,6 +67,10 @@ pub struct Baseline {
     settle: Duration,
     /// `[tools] diagnostics_settle_ms`.
     cap: Duration,
+    /// When it was taken: a report from before cannot be about the patch
+    /// (a file written to disk keeps its buffer version until the editor
+    /// reloads it).
+    taken: Instant,
 }
 
 /// Takes the errors before the patch, when the check is on and the client
@@ -89,7 +93,7 @@ pub async fn baseline(files: Vec<EditedFile>, ctx: &ToolContext) -> Option<Basel
             None => {}
         }
     }
-    let started = Instant::now();
+    let taken = Instant::now();
     if !unknown.is_empty() {
         let asked = ctx.bridge.diagnostics(Some(unknown), &ctx.cancel);
         if let Ok(BridgeOutcome::Answered(answer)) = tokio::time::timeout(settle, asked).await {
@@ -102,8 +106,9 @@ pub async fn baseline(files: Vec<EditedFile>, ctx: &ToolContext) -> Option<Basel
         files,
         before,
         // One cap for both waits: an editor that answers nothing costs it once.
-        settle: settle.saturating_sub(started.elapsed()),
+        settle: settle.saturating_sub(taken.elapsed()),
         cap: settle,
+        taken,
     })
 }
 
@@ -141,7 +146,10 @@ pub async fn check(baseline: Baseline, ctx: &ToolContext) -> Option<String> {
         let mut waiting = false;
         for (file, version, _) in &open {
             match store.get(&file.path) {
-                Some(report) if report.version.map_or(report.at >= start, |v| v >= *version) => {
+                Some(report)
+                    if report.at > baseline.taken
+                        && report.version.map_or(report.at >= start, |v| v >= *version) =>
+                {
                     if now >= report.at + QUIET || now >= deadline {
                         verdicts.push(Verdict::Settled(report.diagnostics));
                     } else {
