@@ -67,10 +67,7 @@ async fn the_patch_result_names_only_the_new_error(wire: Wire, mode: &str) {
             diagnostics_changed(&app, 1, vec![old_error.clone()]),
         )
         .await;
-    let session = c
-        .editor
-        .new_session(config(&server, "auto", json!({})))
-        .await;
+    let session = c.editor.new_session(config(&server, mode, json!({}))).await;
     let prompt = prompt_until_apply_edit(&mut c, &session).await;
     // The editor applies the edit, then its language server reports on
     // the new version: the old error, a new one in the patched line, and
