@@ -111,6 +111,7 @@ impl BufferCache {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&key);
+        self.diagnostics.forget(&key);
         self.changed();
     }
 

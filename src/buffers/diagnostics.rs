@@ -45,6 +45,14 @@ impl DiagnosticsStore {
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
+    /// Drops what was reported for `path` (its document closed).
+    pub(super) fn forget(&self, path: &Path) {
+        self.reports
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(path);
+    }
+
     /// The last report for `path`, if any.
     pub fn get(&self, path: &Path) -> Option<DiagnosticsReport> {
         self.reports
