@@ -364,7 +364,7 @@ fn diagnostics_are_kept_per_document_until_it_closes() {
     std::fs::write(&path, "x\n").unwrap();
     let cache = BufferCache::new();
     cache.open(path.clone(), 1, "x\n");
-    let mut changes = cache.diagnostics().subscribe();
+    let changes = cache.diagnostics().subscribe();
     let at = TextPosition {
         line: 0,
         character: 0,
