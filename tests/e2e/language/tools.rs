@@ -268,3 +268,44 @@ async fn no_language_tool_is_offered_to_a_client_that_does_not_declare_them() {
         );
     }
 }
+
+#[tokio::test]
+async fn workspace_symbols_lists_the_editors_symbols_with_their_lines() {
+    let (_dir, root) = workspace();
+    let lib = write(
+        &root,
+        "pkg/lib.py",
+        "class Greeter:\n    def greet(self):\n        pass\n",
+    );
+    let server = ModelServer::start().await;
+    server.push(tool_calls(&[(
+        "call_syms",
+        "workspace_symbols",
+        r#"{"query":"greet"}"#,
+    )]));
+    server.push(text(["ok"]));
+    let mut c = connect(Wire::Stdio, &root, capabilities(&["symbols"])).await;
+    let uri = file_uri(&lib);
+    c.editor.on_request(move |method, params| {
+        (method == "tandem/workspaceSymbols" && params == &json!({"query": "greet"})).then(|| {
+            json!({"symbols": [
+                {"name": "Greeter", "kind": 5, "location": {"uri": uri,
+                  "range": {"start": {"line": 0, "character": 6}, "end": {"line": 0, "character": 13}}}},
+                {"name": "greet", "kind": 6, "containerName": "Greeter", "location": {"uri": uri,
+                  "range": {"start": {"line": 1, "character": 8}, "end": {"line": 1, "character": 13}}}},
+            ]})
+        })
+    });
+    let session = c
+        .editor
+        .new_session(config(&server, "auto", json!({})))
+        .await;
+    let (receipt, _) = c.editor.prompt(&session, "find greet").await;
+    assert_eq!(receipt["result"]["stopReason"], "end_turn", "{receipt}");
+    assert_eq!(
+        server.wait_for_requests(2).await[1].tool_messages()[0].1,
+        "2 symbols match `greet`:\n\
+         pkg/lib.py:1:7: class Greeter\n     1\tclass Greeter:\n\
+         pkg/lib.py:2:9: method greet (in Greeter)\n     2\t    def greet(self):"
+    );
+}
