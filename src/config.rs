@@ -180,13 +180,28 @@ pub struct ApprovalConfig {
 }
 
 /// Settings of the tools.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ToolsConfig {
     /// Environment variables `exec_command` children keep although their
     /// names look secret (contain KEY, SECRET, TOKEN, PASSWORD or
     /// CREDENTIAL); matched exactly.
     pub exec_env_allow: Vec<String>,
+    /// After a patch lands in the editor's buffers, check the editor's
+    /// diagnostics of the changed lines (when the client offers them).
+    pub diagnostics_after_edit: bool,
+    /// How long that check waits for the editor's diagnostics to settle.
+    pub diagnostics_settle_ms: u64,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        ToolsConfig {
+            exec_env_allow: Vec::new(),
+            diagnostics_after_edit: true,
+            diagnostics_settle_ms: 1500,
+        }
+    }
 }
 
 /// Settings of `tandem serve` (read from the user's `config.toml` and the

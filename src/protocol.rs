@@ -390,6 +390,10 @@ pub struct WireQuestionOption {
 pub struct ClientTandemCapabilities {
     pub request_permission: bool,
     pub request_user_input: bool,
+    /// Which of `tandem/diagnostics`, `tandem/definition`,
+    /// `tandem/references` and `tandem/workspaceSymbols` it answers:
+    /// `"diagnostics"`, `"definition"`, `"references"`, `"symbols"`.
+    pub language_features: Vec<String>,
 }
 
 /// A position in the negotiated encoding (LSP `Position`).
@@ -561,4 +565,95 @@ pub struct RenameSessionParams {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionIdParams {
     pub session_id: String,
+}
+
+// Issue 27: the editor's language servers.
+
+/// `tandem/diagnostics` params (daemon → editor).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiagnosticsParams {
+    /// These files; absent: every file the editor has diagnostics for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uris: Option<Vec<String>>,
+}
+
+/// The diagnostics of one file (in `tandem/diagnostics` results and
+/// `tandem/diagnosticsChanged`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileDiagnosticsParams {
+    pub uri: String,
+    /// The document version they are for; `null` for a file not open.
+    #[serde(default)]
+    pub version: Option<i32>,
+    pub diagnostics: Vec<WireDiagnostic>,
+}
+
+/// `tandem/diagnostics` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiagnosticsResult {
+    #[serde(default)]
+    pub files: Vec<FileDiagnosticsParams>,
+    /// Why the answer is empty or partial, when the editor knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `tandem/definition` and `tandem/references` params (daemon → editor).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SymbolAtParams {
+    pub uri: String,
+    pub position: WirePosition,
+    /// `tandem/references` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_declaration: Option<bool>,
+}
+
+/// LSP `Location`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireLocation {
+    pub uri: String,
+    pub range: WireRange,
+}
+
+/// `tandem/definition` and `tandem/references` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocationsResult {
+    #[serde(default)]
+    pub locations: Vec<WireLocation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `tandem/workspaceSymbols` params (daemon → editor).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkspaceSymbolsParams {
+    pub query: String,
+}
+
+/// One symbol of a `tandem/workspaceSymbols` result (LSP
+/// `SymbolInformation`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireSymbol {
+    pub name: String,
+    /// LSP `SymbolKind` (1 = file … 26 = type parameter).
+    pub kind: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_name: Option<String>,
+    pub location: WireLocation,
+}
+
+/// `tandem/workspaceSymbols` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceSymbolsResult {
+    #[serde(default)]
+    pub symbols: Vec<WireSymbol>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }

@@ -12,5 +12,6 @@ pub mod edit;
 pub mod event;
 pub mod image;
 pub mod instructions;
+pub mod language;
 pub mod plan;
 pub mod pricing;

@@ -18,6 +18,7 @@ mod guards;
 mod images;
 mod instructions;
 mod invalid_bodies;
+mod language;
 mod layers;
 mod ledger;
 mod loop_inprocess;

@@ -167,8 +167,33 @@ export const PATCH_ANNOTATION_PREFIX = 'tandem-patch-';
 /** `tandem-task-<sessionId>-<turnId>`: the change annotation of a task's inline edit of a selection. */
 export const TASK_ANNOTATION_PREFIX = 'tandem-task-';
 
+// ---- the editor's language servers (issue 27) --------------------------------
+
+/** An LSP diagnostic (severity 1 = error … 4 = hint). */
+export interface LspDiagnostic { range: LspRange; severity?: number; message: string; source?: string; code?: string | number }
+/** One file's diagnostics, for the document version they are for (`null`: not open). */
+export interface FileDiagnostics { uri: string; version: number | null; diagnostics: LspDiagnostic[] }
+export interface LspLocation { uri: string; range: LspRange }
+export interface WireSymbol { name: string; kind: number; containerName?: string; location: LspLocation }
+/** Every answer may be empty with the reason. */
+export interface DiagnosticsResult { files: FileDiagnostics[]; reason?: string }
+export interface LocationsResult { locations: LspLocation[]; reason?: string }
+export interface WorkspaceSymbolsResult { symbols: WireSymbol[]; reason?: string }
+export interface SymbolAtParams { uri: string; position: { line: number; character: number }; includeDeclaration?: boolean }
+export const diagnostics = new RequestType<{ uris?: string[] }, DiagnosticsResult, void>('tandem/diagnostics');
+export const definition = new RequestType<SymbolAtParams, LocationsResult, void>('tandem/definition');
+export const references = new RequestType<SymbolAtParams, LocationsResult, void>('tandem/references');
+export const workspaceSymbols = new RequestType<{ query: string }, WorkspaceSymbolsResult, void>('tandem/workspaceSymbols');
+/** editor -> daemon: a document's diagnostics changed. */
+export const diagnosticsChanged = new NotificationType<FileDiagnostics>('tandem/diagnosticsChanged');
+export const LANGUAGE_FEATURES = ['diagnostics', 'definition', 'references', 'symbols'] as const;
+
 /** The client capabilities tandem reads beyond the language client's own. */
-export const TANDEM_EXPERIMENTAL_CAPABILITIES = { requestPermission: true, requestUserInput: true } as const;
+export const TANDEM_EXPERIMENTAL_CAPABILITIES = {
+  requestPermission: true,
+  requestUserInput: true,
+  languageFeatures: LANGUAGE_FEATURES,
+} as const;
 
 /** Human words for a stop reason. */
 export function describeStopReason(reason: StopReason | string): string {

@@ -72,6 +72,7 @@ impl Turn<'_> {
         );
         ctx.session_id = self.session.id.clone();
         ctx.env_allow = self.session.config.tools.exec_env_allow.clone();
+        ctx.diagnostics_settle = diagnostics_settle(&self.session.config.tools);
         ctx.sandbox = self.session.config.sandbox.clone();
         ctx.mode = self.session.mode();
         ctx.bridge = self.bridge.clone();
@@ -374,4 +375,12 @@ fn cap_output(mut output: String) -> String {
         output.push_str(&format!("\n[... output truncated: {dropped} more bytes]"));
     }
     output
+}
+
+/// How long `apply_patch` waits for the editor's diagnostics, when it checks
+/// them at all.
+fn diagnostics_settle(tools: &crate::config::ToolsConfig) -> Option<std::time::Duration> {
+    tools
+        .diagnostics_after_edit
+        .then(|| std::time::Duration::from_millis(tools.diagnostics_settle_ms))
 }

@@ -29,7 +29,7 @@ use super::framing::{Frame, FrameReader};
 use super::outgoing::Outgoing;
 use super::progress::Progress;
 use super::server::Backend;
-use super::{documents, LspEnd, OutboundQueue};
+use super::{documents, language, LspEnd, OutboundQueue};
 use crate::core::client::Client;
 use crate::core::daemon::Daemon;
 
@@ -129,6 +129,11 @@ impl Input {
             match method.as_str() {
                 m if documents::is_document_notification(m) => {
                     documents::apply(self.client.buffers(), m, params);
+                    return Next::Read;
+                }
+                // In wire order too: after the `didChange` it speaks of.
+                language::DIAGNOSTICS_CHANGED => {
+                    language::diagnostics_changed(self.client.buffers(), params);
                     return Next::Read;
                 }
                 "window/workDoneProgress/cancel" => {

@@ -18,6 +18,7 @@ pub mod cancel_request;
 pub mod documents;
 pub mod framing;
 mod input;
+pub mod language;
 pub mod outgoing;
 pub mod progress;
 pub mod server;

@@ -32,10 +32,11 @@ use crate::protocol::{
 };
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::ClientAbilities;
+use crate::vocab::language::LanguageFeatures;
 use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
-const TANDEM_METHODS: [&str; 12] = [
+const TANDEM_METHODS: [&str; 13] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -48,6 +49,7 @@ const TANDEM_METHODS: [&str; 12] = [
     "tandem/closeSession",
     "tandem/deleteSession",
     "tandem/listMcpServers",
+    "tandem/diagnosticsChanged",
 ];
 
 pub struct Backend {
@@ -112,6 +114,7 @@ pub(crate) fn client_abilities(
     Ok(ClientAbilities {
         request_permission: tandem.request_permission,
         request_user_input: tandem.request_user_input,
+        language: LanguageFeatures::from_names(tandem.language_features.iter().map(String::as_str)),
         apply_edit: workspace.and_then(|w| w.apply_edit).unwrap_or(false)
             && edits.and_then(|e| e.document_changes).unwrap_or(false),
         change_annotations: edits.is_some_and(|e| e.change_annotation_support.is_some()),

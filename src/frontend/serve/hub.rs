@@ -384,11 +384,14 @@ impl Hub {
                 owner == Some(conn) && offers(self.clients.capabilities(conn).facilities, m)
             }
             Some("tandem/requestUserInput") => abilities.request_user_input,
+            // The owner's language servers read the owner's buffers.
+            Some(m) if is_language_request(m) => owner == Some(conn),
             _ => abilities.request_permission,
         }
     }
 
-    /// Recomputes what a session's bridge says the editor can do.
+    /// Recomputes what a session's bridge says the editor can do (the
+    /// language features are the owner's, as the buffers are).
     pub fn refresh(&self, session_id: &str) {
         let mut state = self.state();
         let owner = state.owner.get(session_id).copied();
@@ -412,6 +415,7 @@ impl Hub {
                 abilities.apply_edit = a.apply_edit;
                 abilities.change_annotations = a.change_annotations;
                 abilities.resource_operations = a.resource_operations;
+                abilities.language = a.language;
             }
         }
         if let Some(bridge) = state.bridges.get_mut(session_id) {
@@ -650,6 +654,17 @@ impl EventSink for Hub {
     fn output_budget(&self, session_id: &str) -> Option<Arc<OutputBudget>> {
         Some(self.budgets.get(session_id))
     }
+}
+
+/// Whether `method` asks the editor's language servers (`tandem/diagnostics`, …).
+fn is_language_request(method: &str) -> bool {
+    matches!(
+        method,
+        "tandem/diagnostics"
+            | "tandem/definition"
+            | "tandem/references"
+            | "tandem/workspaceSymbols"
+    )
 }
 
 #[cfg(test)]

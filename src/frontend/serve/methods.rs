@@ -26,6 +26,7 @@ use super::progress;
 use crate::core::client::ClientCapabilities;
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
 use crate::core::session::RunState;
+use crate::frontend::lsp::language::{diagnostics_changed, DIAGNOSTICS_CHANGED};
 use crate::frontend::lsp::server::{
     client_abilities, encoding_kind, folder_path, negotiate_encoding, text_change, uri_path,
 };
@@ -52,7 +53,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 17] = [
+pub const TANDEM_METHODS: [&str; 18] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -69,6 +70,7 @@ pub const TANDEM_METHODS: [&str; 17] = [
     "tandem/closeSession",
     "tandem/deleteSession",
     "tandem/listMcpServers",
+    "tandem/diagnosticsChanged",
     "tandem/addMcpServers",
 ];
 
@@ -233,6 +235,11 @@ fn register_documents(
                 },
             );
         }
+        RpcResult::Ok(Value::Null)
+    })?;
+    module.register_method(DIAGNOSTICS_CHANGED, |params, ctx, ext| {
+        let params = params.as_str().and_then(|p| serde_json::from_str(p).ok());
+        diagnostics_changed(ctx.hub.client(conn(ext)).buffers(), params);
         RpcResult::Ok(Value::Null)
     })?;
     module.register_method("workspace/didChangeWorkspaceFolders", |params, ctx, ext| {

@@ -9,6 +9,7 @@ mod harness;
 mod health;
 mod hunks;
 mod images;
+mod language;
 mod mcp;
 mod questions;
 mod review;

@@ -1,12 +1,14 @@
 -- tandem for Neovim: `setup()`, the commands, the keymaps, and the Lua API.
 -- The parts: config (options), client (the daemon), session (prompts),
 -- chat and updates (the chat buffer), ask (permissions, questions),
--- review (inline review of edits), tasks (keybinding tasks), health.
+-- review (inline review of edits), tasks (keybinding tasks), language
+-- (the user's language servers for the agent), health.
 -- See :help tandem.
 local ask = require('tandem.ask')
 local chat = require('tandem.chat')
 local client = require('tandem.client')
 local config = require('tandem.config')
+local language = require('tandem.language')
 local review = require('tandem.review')
 local session = require('tandem.session')
 local tasks = require('tandem.tasks')
@@ -44,6 +46,9 @@ local handlers = {
     return review.handle(params)
   end,
 }
+for method, handler in pairs(language.handlers) do
+  handlers[method] = handler
+end
 
 local function command(name, fn, opts)
   opts = opts or {}
@@ -165,6 +170,21 @@ local function create_autocmds()
     desc = 'tandem: attach workspace files to the daemon so it reads unsaved edits',
     callback = function(args)
       client.attach(args.buf)
+    end,
+  })
+  vim.api.nvim_create_autocmd('DiagnosticChanged', {
+    group = group,
+    desc = "tandem: tell the daemon the buffer's diagnostics, so it can check its edits",
+    callback = function(args)
+      language.report(args.buf)
+    end,
+  })
+  vim.api.nvim_create_autocmd('User', {
+    group = group,
+    pattern = 'TandemReady',
+    desc = 'tandem: tell the daemon the diagnostics the buffers already have',
+    callback = function()
+      language.report_all()
     end,
   })
   vim.api.nvim_create_autocmd('VimLeavePre', {
