@@ -271,10 +271,15 @@ pub enum SessionUpdate {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// `messageId` is shared by the chunks of one message (ACP's).
+    #[serde(rename_all = "camelCase")]
     AgentMessageChunk {
+        message_id: String,
         content: ContentBlock,
     },
+    #[serde(rename_all = "camelCase")]
     AgentThoughtChunk {
+        message_id: String,
         content: ContentBlock,
     },
     /// Discard the partial agent text of this turn's current step: the
@@ -308,9 +313,7 @@ pub enum SessionUpdate {
         waiting_for: Option<String>,
     },
     /// The agent's plan (ACP plan entries).
-    Plan {
-        entries: Vec<PlanEntry>,
-    },
+    Plan { entries: Vec<PlanEntry> },
     /// The oldest part of the history was summarized (or dropped, when
     /// summarizing failed) to fit the model's context window.
     #[serde(rename_all = "camelCase")]
@@ -320,13 +323,9 @@ pub enum SessionUpdate {
     },
     /// The session's approval mode changed.
     #[serde(rename_all = "camelCase")]
-    CurrentModeUpdate {
-        current_mode_id: String,
-    },
+    CurrentModeUpdate { current_mode_id: String },
     /// The session's title (ACP's `session_info_update`).
-    SessionInfo {
-        title: String,
-    },
+    SessionInfo { title: String },
     Usage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call: Option<WireUsage>,

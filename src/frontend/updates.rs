@@ -101,9 +101,11 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             content: wire_content(content),
         },
         Event::AssistantChunk { text, .. } => SessionUpdate::AgentMessageChunk {
+            message_id: event.message_id().unwrap_or_default(),
             content: text_block(text),
         },
         Event::ThoughtChunk { text, .. } => SessionUpdate::AgentThoughtChunk {
+            message_id: event.message_id().unwrap_or_default(),
             content: text_block(text),
         },
         Event::AttemptFailed {

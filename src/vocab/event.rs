@@ -486,6 +486,11 @@ pub struct FileDiff {
     pub new_text: String,
 }
 
+/// The id of the model's answer in one step's attempt.
+fn agent_message_id(turn_id: &str, step: u32, attempt: u32) -> String {
+    format!("{turn_id}-{step}-{attempt}")
+}
+
 /// Costs in US dollars of a call, its turn and its session.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Cost {
@@ -495,6 +500,40 @@ pub struct Cost {
 }
 
 impl Event {
+    /// The id of the message this event is part of, as every frontend
+    /// sends it (ACP's `messageId`): a user message's own id (`m1`, from
+    /// its `input_queued`), and for the model's output one id per step and
+    /// attempt, `t1-1-1` for the answer and `t1-1-1-thought` for the
+    /// reasoning — derived from the event alone, so a reload, a replay and
+    /// a fork name every message as the live stream did.
+    pub fn message_id(&self) -> Option<String> {
+        match self {
+            Event::UserMessage { message_id, .. } => Some(message_id.clone()),
+            Event::AssistantChunk {
+                turn_id,
+                step,
+                attempt,
+                ..
+            }
+            | Event::AssistantMessage {
+                turn_id,
+                step,
+                attempt,
+                ..
+            } => Some(agent_message_id(turn_id, *step, *attempt)),
+            Event::ThoughtChunk {
+                turn_id,
+                step,
+                attempt,
+                ..
+            } => Some(format!(
+                "{}-thought",
+                agent_message_id(turn_id, *step, *attempt)
+            )),
+            _ => None,
+        }
+    }
+
     /// The turn this event belongs to, if any.
     pub fn turn_id(&self) -> Option<&str> {
         match self {

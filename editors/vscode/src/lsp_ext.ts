@@ -116,8 +116,8 @@ export interface PlanEntry { content: string; priority: string; status: 'pending
 export type SessionUpdate =
   | { sessionUpdate: 'input_status'; messageIds: string[]; status: 'pending' | 'claimed' | 'discarded'; queue?: string; reason?: string }
   | { sessionUpdate: 'user_message'; messageId: string; content: ContentBlock[] }
-  | { sessionUpdate: 'agent_message_chunk'; content: { type: 'text'; text: string } }
-  | { sessionUpdate: 'agent_thought_chunk'; content: { type: 'text'; text: string } }
+  | { sessionUpdate: 'agent_message_chunk'; messageId?: string; content: { type: 'text'; text: string } }
+  | { sessionUpdate: 'agent_thought_chunk'; messageId?: string; content: { type: 'text'; text: string } }
   | { sessionUpdate: 'agent_message_reset' }
   | { sessionUpdate: 'tool_call'; toolCallId: string; title: string; kind: string; status: string; rawInput?: unknown }
   | {
