@@ -555,3 +555,23 @@ pub struct RenameSessionParams {
 pub struct SessionIdParams {
     pub session_id: String,
 }
+
+/// `tandem/forkSession` params: the session, and the user message the fork
+/// starts before (the whole session when absent).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForkSessionParams {
+    pub session_id: String,
+    #[serde(default)]
+    pub message_id: Option<String>,
+}
+
+/// `tandem/forkSession` result: the fork, loaded and ready (its history
+/// comes with `tandem/loadSession`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkSessionResult {
+    pub session_id: String,
+    /// The approval mode in force in the fork.
+    pub mode: String,
+}

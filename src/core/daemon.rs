@@ -40,6 +40,9 @@ use crate::workspace::Workspace;
 #[path = "daemon_lifecycle.rs"]
 mod lifecycle;
 
+#[path = "daemon_fork.rs"]
+mod fork;
+
 /// A failed daemon call.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -52,6 +55,10 @@ pub enum DaemonError {
     Config(#[from] ConfigError),
     #[error("session storage: {0}")]
     Storage(String),
+    /// A parameter names something the session does not have (the
+    /// message a fork starts at); the text names the parameter.
+    #[error("{0}")]
+    InvalidParams(String),
 }
 
 /// How to start a daemon.
@@ -287,13 +294,22 @@ impl Daemon {
     /// it) before returning the session and the events it replayed. A
     /// session this daemon already runs is only replayed.
     pub fn load_session(&self, id: &str) -> Result<(Arc<Session>, Vec<LoggedEvent>), DaemonError> {
+        self.load_session_with(id, true)
+    }
+
+    /// [`Daemon::load_session`], with the replay to the sink or without.
+    fn load_session_with(
+        &self,
+        id: &str,
+        replay: bool,
+    ) -> Result<(Arc<Session>, Vec<LoggedEvent>), DaemonError> {
         // One load at a time: two concurrent loads of one session must not
         // both try to open (and lock) its log.
         let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
         if let Ok(session) = self.session(id) {
             let (_, events) =
                 read_log(session.log.path()).map_err(|e| DaemonError::Storage(e.to_string()))?;
-            for event in &events {
+            for event in events.iter().filter(|_| replay) {
                 self.sink.on_replay(id, event);
             }
             return Ok((session, events));
@@ -334,7 +350,7 @@ impl Daemon {
         session.set_header_title(header.title.clone());
         let projection =
             Projection::from_events(system_prompt(&roots), events.iter().map(|e| &e.event));
-        for event in &events {
+        for event in events.iter().filter(|_| replay) {
             self.sink.on_replay(id, event);
         }
         self.start(session.clone(), workspace, projection);

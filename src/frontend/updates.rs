@@ -29,6 +29,7 @@ pub fn daemon_error_parts(error: DaemonError) -> (i64, String, Option<serde_json
         DaemonError::Config(e) => (error_code::INVALID_CONFIG, e.to_string(), None),
         DaemonError::Storage(message) => (error_code::SESSION_STORAGE, message, None),
         DaemonError::Busy(message) => (error_code::SESSION_BUSY, message, None),
+        DaemonError::InvalidParams(message) => (-32602, message, None),
     }
 }
 

@@ -13,6 +13,7 @@ mod compaction;
 mod context_overflow;
 mod doctor;
 mod exec_cli;
+mod fork;
 mod freed_memory;
 mod guards;
 mod instructions;

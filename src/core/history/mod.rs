@@ -3,6 +3,7 @@
 //! the trajectory `tandem replay` prints for people and tools
 //! ([`trajectory`] follows the story, [`text`] and [`json`] print it).
 
+mod fork;
 mod json;
 mod recovery;
 mod select;
@@ -13,6 +14,7 @@ mod trajectory;
 #[cfg(test)]
 mod tests;
 
+pub use fork::fork_events;
 pub use json::render_json_lines;
 pub use recovery::{recover_interrupted, INTERRUPTED_RESULT};
 pub use sessions::{list_session_logs, SessionSummary};

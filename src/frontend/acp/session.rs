@@ -59,6 +59,7 @@ impl Agent {
             "session/list" => self.list(params, rid),
             "session/close" => self.close(params, rid).await,
             "session/delete" => self.delete(params, rid).await,
+            "session/fork" => self.fork(params, rid),
             "session/prompt" => self.prompt(params, rid).await,
             "session/set_mode" => self.set_mode(params, rid, "modeId"),
             "session/set_config_option" => self.set_config_option(params, rid),
@@ -243,7 +244,7 @@ impl Agent {
     /// After a session/new, load or resume result: the slash commands.
     pub(super) fn after_reply(&self, method: &str, params: &Value, result: &Value) {
         let session_id = match method {
-            "session/new" => result["sessionId"].as_str(),
+            "session/new" | "session/fork" => result["sessionId"].as_str(),
             "session/load" | "session/resume" => params["sessionId"].as_str(),
             _ => None,
         };
@@ -375,7 +376,8 @@ pub(crate) fn initialize_result(home: &Path) -> Value {
         "agentCapabilities": {
             "loadSession": true,
             "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
+            // `fork` is unstable in ACP's schema: advertised as it defines.
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}},
             // stdio servers only: no HTTP transport yet (src/mcp).
             "mcpCapabilities": {"http": false, "sse": false},
             "_meta": {"tandem": {"sandbox": crate::frontend::sandbox_info::sandbox_capability()}},
@@ -386,7 +388,7 @@ pub(crate) fn initialize_result(home: &Path) -> Value {
 }
 
 /// ACP's `mcpServers` of `session/new`, `load` and `resume` (absent: none).
-fn mcp_servers_param(
+pub(super) fn mcp_servers_param(
     params: &Value,
 ) -> Result<std::collections::BTreeMap<String, crate::config::mcp_servers::McpServerConfig>, String>
 {
@@ -396,7 +398,7 @@ fn mcp_servers_param(
     }
 }
 
-fn bad(rid: &Value, message: String) -> Value {
+pub(super) fn bad(rid: &Value, message: String) -> Value {
     error_response(rid, -32602, &message)
 }
 
@@ -415,7 +417,7 @@ pub(crate) fn absolute_cwd(params: &Value) -> Result<PathBuf, String> {
 
 /// `_meta.tandem.instructions` of a session/new, load or resume result:
 /// the instruction files the model is given.
-fn instructions_meta(session: &crate::core::session::Session) -> Value {
+pub(super) fn instructions_meta(session: &crate::core::session::Session) -> Value {
     json!(crate::frontend::updates::instruction_files(
         &session.instructions()
     ))

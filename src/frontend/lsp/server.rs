@@ -23,17 +23,17 @@ use crate::core::title::renamed_title;
 use crate::frontend::mcp_servers::{list_result, take_config_mcp_servers};
 use crate::frontend::updates::{daemon_error_parts, prompt_result, user_content};
 use crate::protocol::{
-    CancelParams, ClientTandemCapabilities, ListSessionsParams, LoadSessionParams,
-    LoadSessionResult, NewSessionParams, NewSessionResult, PromptParams, PromptResult,
-    RenameSessionParams, RunTaskParams, RunTaskResult, SessionIdParams, SetModeParams,
-    SetModeResult, SteerParams, SteerResult, PROTOCOL_VERSION, RUN_TASK_COMMAND,
+    CancelParams, ClientTandemCapabilities, ForkSessionParams, ForkSessionResult,
+    ListSessionsParams, LoadSessionParams, LoadSessionResult, NewSessionParams, NewSessionResult,
+    PromptParams, PromptResult, RenameSessionParams, RunTaskParams, RunTaskResult, SessionIdParams,
+    SetModeParams, SetModeResult, SteerParams, SteerResult, PROTOCOL_VERSION, RUN_TASK_COMMAND,
 };
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::ClientAbilities;
 use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
-const TANDEM_METHODS: [&str; 12] = [
+const TANDEM_METHODS: [&str; 13] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -45,6 +45,7 @@ const TANDEM_METHODS: [&str; 12] = [
     "tandem/renameSession",
     "tandem/closeSession",
     "tandem/deleteSession",
+    "tandem/forkSession",
     "tandem/listMcpServers",
 ];
 
@@ -79,6 +80,7 @@ pub fn build_service(
     .custom_method("tandem/renameSession", Backend::rename_session)
     .custom_method("tandem/closeSession", Backend::close_session)
     .custom_method("tandem/deleteSession", Backend::delete_session)
+    .custom_method("tandem/forkSession", Backend::fork_session)
     .custom_method("tandem/listMcpServers", Backend::list_mcp_servers)
     .finish()
 }
@@ -499,6 +501,22 @@ impl Backend {
         guarded("tandem/closeSession", async move {
             self.daemon.close_session(&params.session_id).await;
             Ok(json!({}))
+        })
+        .await
+    }
+
+    /// `tandem/forkSession`: a new session with the history up to a user
+    /// message, loaded without a replay.
+    async fn fork_session(&self, params: ForkSessionParams) -> Result<ForkSessionResult> {
+        guarded("tandem/forkSession", async move {
+            let fork = self
+                .daemon
+                .fork_session(&params.session_id, params.message_id.as_deref())
+                .map_err(daemon_error)?;
+            Ok(ForkSessionResult {
+                session_id: fork.id.clone(),
+                mode: fork.mode().as_str().to_string(),
+            })
         })
         .await
     }

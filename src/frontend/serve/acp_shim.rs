@@ -32,6 +32,7 @@ use crate::core::history::SessionSummary;
 use crate::frontend::acp::auth::authenticate;
 use crate::frontend::acp::client::AcpCapabilities;
 use crate::frontend::acp::commands::{carries_file, fileless_task_prompt, slash_command, target};
+use crate::frontend::acp::fork::fork_message_id;
 use crate::frontend::acp::modes::{config_options, MODE_OPTION};
 use crate::frontend::acp::session::{absolute_cwd, initialize_result, list_page};
 use crate::frontend::acp::wire::error_response;
@@ -195,6 +196,7 @@ impl Shim {
                 json!({"sessionId": params["sessionId"]}),
                 empty_object,
             ),
+            "session/fork" => self.fork(id, &params).await,
             "session/prompt" => self.prompt(id, params),
             "session/set_mode" => self.relay_request(
                 id,
@@ -303,6 +305,34 @@ impl Shim {
         self.fetch_tasks(session_id, &cwd).await;
         self.state.made(session_id);
         // No replay (there is nothing yet); `tandem/attached` answers.
+        self.attach(id, session_id, false);
+    }
+
+    /// `session/fork`: `tandem/forkSession`, then, as for a new session,
+    /// the folder, its tasks and an attach without replay, whose
+    /// `tandem/attached` answers with the fork's id.
+    async fn fork(&self, id: Option<Value>, params: &Value) {
+        let Some(id) = id else { return };
+        let checked = absolute_cwd(params).and_then(|cwd| Ok((cwd, fork_message_id(params)?)));
+        let (cwd, message_id) = match checked {
+            Ok(checked) => checked,
+            Err(e) => return self.fail(&Some(id), -32602, &e),
+        };
+        let mut fork = json!({"sessionId": params["sessionId"]});
+        if let Some(message_id) = message_id {
+            fork["messageId"] = json!(message_id);
+        }
+        let Some(answer) = self.relay.call("tandem/forkSession", fork).await else {
+            return self.fail(&Some(id), -32603, "the serve did not answer");
+        };
+        let Some(session_id) = answer["result"]["sessionId"].as_str() else {
+            let mut answer = answer;
+            answer["id"] = id;
+            return self.relay.to_editor(&answer);
+        };
+        self.add_folder(&cwd).await;
+        self.fetch_tasks(session_id, &cwd).await;
+        self.state.made(session_id);
         self.attach(id, session_id, false);
     }
 

@@ -51,7 +51,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 17] = [
+pub const TANDEM_METHODS: [&str; 18] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -67,6 +67,7 @@ pub const TANDEM_METHODS: [&str; 17] = [
     "tandem/renameSession",
     "tandem/closeSession",
     "tandem/deleteSession",
+    "tandem/forkSession",
     "tandem/listMcpServers",
     "tandem/addMcpServers",
 ];
