@@ -73,6 +73,10 @@ pub struct NewSessionParams {
     /// Per-session configuration overrides, same keys as `config.toml`.
     #[serde(default)]
     pub config: Option<Value>,
+    /// More workspace roots after the folder (URIs or absolute paths),
+    /// as ACP's `additionalDirectories`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_directories: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -250,7 +250,21 @@ impl Daemon {
         params: NewSession,
         kind: Option<&str>,
     ) -> Result<Arc<Session>, DaemonError> {
-        let (workspace, roots) = self.workspace_for(params.workspace_folder.clone());
+        self.new_session_in(params, kind, Vec::new())
+    }
+
+    /// [`Daemon::new_session_of_kind`] with workspace roots after the
+    /// session's folder (ACP's `additionalDirectories`): tools reach into
+    /// them and walk them all; they are kept in the log's header, so a load
+    /// has them again.
+    pub fn new_session_in(
+        &self,
+        params: NewSession,
+        kind: Option<&str>,
+        additional_roots: Vec<PathBuf>,
+    ) -> Result<Arc<Session>, DaemonError> {
+        let (workspace, roots) =
+            self.workspace_with(params.workspace_folder.clone(), additional_roots);
         let config = self.session_config(&roots, params.config.as_ref())?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let title = params.title.filter(|t| !t.trim().is_empty());
@@ -331,7 +345,13 @@ impl Daemon {
         // The session's own folder; else the editor's folders now; else the
         // folders it was created in (a headless load, an editor without
         // folders).
-        let (workspace, roots) = match self.workspace_for(header.workspace_folder.clone()) {
+        // A folder's session has the header's other roots too (its
+        // additional directories; the folder itself is among them).
+        let extra = match &header.workspace_folder {
+            Some(_) => header.workspace.clone(),
+            None => Vec::new(),
+        };
+        let (workspace, roots) = match self.workspace_with(header.workspace_folder.clone(), extra) {
             (_, roots) if roots.is_empty() => {
                 let ws = Arc::new(Workspace::new(header.workspace.clone()));
                 let roots = ws.roots();
@@ -387,10 +407,18 @@ impl Daemon {
         self.home.join("sessions")
     }
 
-    fn workspace_for(&self, folder: Option<PathBuf>) -> (Arc<Workspace>, Vec<PathBuf>) {
+    /// A session's own workspace: its folder first, then `more`; without a
+    /// folder, the editor's folders.
+    fn workspace_with(
+        &self,
+        folder: Option<PathBuf>,
+        more: Vec<PathBuf>,
+    ) -> (Arc<Workspace>, Vec<PathBuf>) {
         match folder {
             Some(folder) => {
-                let ws = Arc::new(Workspace::new(vec![folder]));
+                let ws = Arc::new(Workspace::new(
+                    std::iter::once(folder).chain(more).collect(),
+                ));
                 let roots = ws.roots();
                 (ws, roots)
             }

@@ -4,6 +4,7 @@
 mod support;
 
 mod acp;
+mod additional_roots;
 mod agent_loop;
 mod apply_patch;
 mod approvals;

@@ -20,6 +20,7 @@ use super::ACP_PROTOCOL_VERSION;
 use crate::core::daemon::{Daemon, NewSession};
 use crate::core::history::SessionSummary;
 use crate::core::tasks::run::TaskError;
+use crate::frontend::additional_roots::{acp_additional_directories, additional_roots};
 use crate::frontend::updates::user_content;
 use crate::protocol::ContentBlock;
 use crate::vocab::approval::ApprovalMode;
@@ -95,13 +96,20 @@ impl Agent {
     fn new_session(&self, params: &Value, rid: &Value) -> Reply {
         let cwd = absolute_cwd(params).map_err(|e| bad(rid, e))?;
         let mcp_servers = mcp_servers_param(params).map_err(|e| bad(rid, e))?;
+        let more = acp_additional_directories(params)
+            .and_then(|dirs| additional_roots(&dirs))
+            .map_err(|e| bad(rid, e))?;
         let session = self
             .daemon
-            .new_session(NewSession {
-                workspace_folder: Some(cwd),
-                title: None,
-                config: None,
-            })
+            .new_session_in(
+                NewSession {
+                    workspace_folder: Some(cwd),
+                    title: None,
+                    config: None,
+                },
+                None,
+                more,
+            )
             .map_err(|e| daemon_error(rid, e))?;
         self.daemon
             .add_mcp_servers(&session.id, &mcp_servers)
@@ -377,7 +385,8 @@ pub(crate) fn initialize_result(home: &Path) -> Value {
             "loadSession": true,
             "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
             // `fork` is unstable in ACP's schema: advertised as it defines.
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {},
+                                    "additionalDirectories": {}},
             // stdio servers only: no HTTP transport yet (src/mcp).
             "mcpCapabilities": {"http": false, "sse": false},
             "_meta": {"tandem": {"sandbox": crate::frontend::sandbox_info::sandbox_capability()}},

@@ -20,6 +20,7 @@ use super::progress::Progress;
 use crate::buffers::{self, PositionEncoding, TextChange};
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
 use crate::core::title::renamed_title;
+use crate::frontend::additional_roots::additional_roots;
 use crate::frontend::mcp_servers::{list_result, take_config_mcp_servers};
 use crate::frontend::updates::{daemon_error_parts, prompt_result, user_content};
 use crate::protocol::{
@@ -397,13 +398,19 @@ impl Backend {
             let mut config = params.config;
             let mcp_servers =
                 take_config_mcp_servers(&mut config).map_err(Error::invalid_params)?;
+            let more =
+                additional_roots(&params.additional_directories).map_err(Error::invalid_params)?;
             let session = self
                 .daemon
-                .new_session(NewSession {
-                    workspace_folder,
-                    title: params.title,
-                    config,
-                })
+                .new_session_in(
+                    NewSession {
+                        workspace_folder,
+                        title: params.title,
+                        config,
+                    },
+                    None,
+                    more,
+                )
                 .map_err(daemon_error)?;
             self.daemon
                 .add_mcp_servers(&session.id, &mcp_servers)

@@ -287,13 +287,19 @@ async fn new_session(
     let mut config = config;
     let mcp_servers = crate::frontend::mcp_servers::take_config_mcp_servers(&mut config)
         .map_err(invalid_params)?;
+    let more = crate::frontend::additional_roots::additional_roots(&params.additional_directories)
+        .map_err(invalid_params)?;
     let session = ctx
         .daemon
-        .new_session(NewSession {
-            workspace_folder,
-            title: params.title,
-            config,
-        })
+        .new_session_in(
+            NewSession {
+                workspace_folder,
+                title: params.title,
+                config,
+            },
+            None,
+            more,
+        )
         .map_err(daemon_error)?;
     ctx.daemon
         .add_mcp_servers(&session.id, &mcp_servers)
