@@ -247,6 +247,15 @@ pub enum ToolCallContent {
     },
 }
 
+/// A place a tool call touches (ACP's `ToolCallLocation`): an absolute
+/// path and a 1-based line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireLocation {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
 /// `update` of a `tandem/update` notification, tagged by `sessionUpdate`.
 /// The MCP server and tool of a call (`tool_call`'s `mcp`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -315,6 +324,9 @@ pub enum SessionUpdate {
         /// `input`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         waiting_for: Option<String>,
+        /// ACP's: the places the call reads or changes.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        locations: Vec<WireLocation>,
     },
     /// The agent's plan (ACP plan entries).
     Plan { entries: Vec<PlanEntry> },

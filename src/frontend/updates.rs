@@ -10,8 +10,8 @@ use crate::core::log::LoggedEvent;
 use crate::core::session::TurnReceipt;
 use crate::protocol::{
     error_code, ContentBlock, EmbeddedResource, PlanEntry, PromptResult, RequestUserInputParams,
-    SessionUpdate, ToolCallContent, UpdateParams, WireMcpTarget, WireQuestion, WireQuestionOption,
-    WireUsage,
+    SessionUpdate, ToolCallContent, UpdateParams, WireLocation, WireMcpTarget, WireQuestion,
+    WireQuestionOption, WireUsage,
 };
 use crate::vocab::bridge::{Question, UserInputRequest};
 use crate::vocab::event::{Event, InputQueue, ToolStatus, Usage, UserContent};
@@ -138,6 +138,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             content: Vec::new(),
             output_delta: None,
             waiting_for: None,
+            locations: Vec::new(),
         },
         Event::ToolOutput { call_id, text, .. } => SessionUpdate::ToolCallUpdate {
             tool_call_id: call_id.clone(),
@@ -145,6 +146,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             content: Vec::new(),
             output_delta: Some(text.clone()),
             waiting_for: None,
+            locations: Vec::new(),
         },
         Event::ToolDiff { call_id, files, .. } => SessionUpdate::ToolCallUpdate {
             tool_call_id: call_id.clone(),
@@ -159,6 +161,23 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
                 .collect(),
             output_delta: None,
             waiting_for: None,
+            locations: Vec::new(),
+        },
+        Event::ToolLocations {
+            call_id, locations, ..
+        } => SessionUpdate::ToolCallUpdate {
+            tool_call_id: call_id.clone(),
+            status: None,
+            content: Vec::new(),
+            output_delta: None,
+            waiting_for: None,
+            locations: locations
+                .iter()
+                .map(|l| WireLocation {
+                    path: l.path.clone(),
+                    line: l.line,
+                })
+                .collect(),
         },
         Event::ToolWaiting {
             call_id,
@@ -170,6 +189,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             content: Vec::new(),
             output_delta: None,
             waiting_for: Some(waiting_for.clone()),
+            locations: Vec::new(),
         },
         Event::Plan { steps, .. } => SessionUpdate::Plan {
             entries: steps
@@ -211,6 +231,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             }],
             output_delta: None,
             waiting_for: None,
+            locations: Vec::new(),
         },
         Event::UsageUpdate {
             call,

@@ -20,7 +20,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::list_files::{compile_glob, display_under, place, walk_targets};
-use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
+use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
+use crate::vocab::event::ToolLocation;
 use crate::workspace::{walk_builder, PathGlob};
 
 pub struct Grep;
@@ -137,6 +138,10 @@ impl Tool for Grep {
         .await
         .map_err(|e| ToolError::new(format!("grep failed internally: {e}")))?;
         let (results, shown) = results?;
+        let hits = hit_locations(ctx, &results);
+        if !hits.is_empty() {
+            (ctx.emit)(ToolEvent::Locations(hits));
+        }
         Ok(render(
             results,
             limit,
@@ -145,6 +150,27 @@ impl Tool for Grep {
             args.glob.as_deref(),
         ))
     }
+}
+
+/// Editors follow at most this many of a search's files.
+const MAX_LOCATIONS: usize = 50;
+
+/// Each file with hits, at its first hit, in output order.
+fn hit_locations(ctx: &ToolContext, found: &Found) -> Vec<ToolLocation> {
+    found
+        .by_path
+        .iter()
+        .take(MAX_LOCATIONS)
+        .filter_map(|(shown, lines)| {
+            let path = ctx.workspace.resolve(shown).ok()?;
+            Some(ToolLocation {
+                path: path.display().to_string(),
+                line: lines
+                    .first()
+                    .map(|m| u32::try_from(m.line).unwrap_or(u32::MAX)),
+            })
+        })
+        .collect()
 }
 
 /// The only way this tool reads an open document's text.

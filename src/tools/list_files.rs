@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
+use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
+use crate::vocab::event::ToolLocation;
 use crate::workspace::{walk_builder, PathGlob};
 
 pub struct ListFiles;
@@ -97,6 +98,15 @@ impl Tool for ListFiles {
         }
         let glob = compile_glob(args.glob.as_deref())?;
         let targets = walk_targets(ctx, args.path.as_deref())?;
+        (ctx.emit)(ToolEvent::Locations(
+            targets
+                .iter()
+                .map(|(dir, _)| ToolLocation {
+                    path: dir.display().to_string(),
+                    line: None,
+                })
+                .collect(),
+        ));
         if let [(dir, shown)] = &targets[..] {
             if !dir.is_dir() {
                 // Listing a file is a fair question with an obvious answer.

@@ -106,6 +106,8 @@ pub enum ToolEvent {
     /// The files a call proposes or makes changes to, for editors to
     /// render (all of them at once: ACP clients replace a call's content).
     Diffs(Vec<crate::vocab::event::FileDiff>),
+    /// The places the call reads or changes (`ToolLocation`s).
+    Locations(Vec<crate::vocab::event::ToolLocation>),
     /// A new plan (`update_plan`).
     Plan {
         explanation: Option<String>,

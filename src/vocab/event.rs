@@ -321,6 +321,14 @@ pub enum Event {
         call_id: String,
         files: Vec<FileDiff>,
     },
+    /// The places a tool call reads or changes (a file read, a directory
+    /// listed, grep's hits, each file a patch changes), for editors that
+    /// follow the agent.
+    ToolLocations {
+        turn_id: TurnId,
+        call_id: String,
+        locations: Vec<ToolLocation>,
+    },
     /// A tool call waits for the user (`permission` or `input`).
     ToolWaiting {
         turn_id: TurnId,
@@ -467,6 +475,15 @@ pub enum Event {
     },
 }
 
+/// A place a tool call touches: an absolute path, and a 1-based line
+/// when the call is about one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolLocation {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
 /// One tool result cut by `results_shrunk`: its size in the model's
 /// context before, and the bytes of it that were kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -558,6 +575,7 @@ impl Event {
             | Event::ToolStarted { turn_id, .. }
             | Event::ToolOutput { turn_id, .. }
             | Event::ToolDiff { turn_id, .. }
+            | Event::ToolLocations { turn_id, .. }
             | Event::ToolWaiting { turn_id, .. }
             | Event::ApprovalDecided { turn_id, .. }
             | Event::Plan { turn_id, .. }

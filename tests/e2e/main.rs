@@ -21,6 +21,7 @@ mod instructions;
 mod invalid_bodies;
 mod layers;
 mod ledger;
+mod locations;
 mod loop_inprocess;
 mod loop_wire;
 mod lsp_wire;

@@ -111,6 +111,8 @@ export const BUILTIN_TASKS = ['explain', 'fix', 'edit', 'tests', 'document'] as 
 
 export interface ToolCallDiff { type: 'diff'; path: string; oldText?: string; newText: string }
 export type ToolCallContent = { type: 'content'; content: ContentBlock } | ToolCallDiff;
+/** A place a tool call reads or changes: absolute path, 1-based line. */
+export interface ToolCallLocation { path: string; line?: number }
 export interface PlanEntry { content: string; priority: string; status: 'pending' | 'in_progress' | 'completed' }
 
 export type SessionUpdate =
@@ -127,6 +129,7 @@ export type SessionUpdate =
       waitingFor?: 'permission' | 'input';
       outputDelta?: string;
       content?: ToolCallContent[];
+      locations?: ToolCallLocation[];
     }
   | { sessionUpdate: 'plan'; entries: PlanEntry[] }
   | { sessionUpdate: 'context_compacted'; removedMessages: number; summarized: boolean }

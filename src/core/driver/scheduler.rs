@@ -211,6 +211,11 @@ fn call_context(
                 call_id: call_id.clone(),
                 files,
             },
+            ToolEvent::Locations(locations) => Event::ToolLocations {
+                turn_id: turn_id.clone(),
+                call_id: call_id.clone(),
+                locations,
+            },
             ToolEvent::Plan { explanation, steps } => Event::Plan {
                 turn_id: turn_id.clone(),
                 explanation,
