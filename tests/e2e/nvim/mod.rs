@@ -13,3 +13,4 @@ mod questions;
 mod review;
 mod sessions;
 mod tasks;
+mod trail;
