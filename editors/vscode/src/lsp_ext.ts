@@ -68,6 +68,10 @@ export const renameSession = new RequestType<{ sessionId: string; title: string 
 export const closeSession = new RequestType<{ sessionId: string }, Record<string, never>, void>('tandem/closeSession');
 /** Removes a session's log; `-32005` while a turn runs. */
 export const deleteSession = new RequestType<{ sessionId: string }, Record<string, never>, void>('tandem/deleteSession');
+/** A new session with the history before the turn `messageId` opened (all of it without one), loaded without a replay. */
+export const forkSession = new RequestType<{ sessionId: string; messageId?: string }, { sessionId: string; mode: ApprovalMode }, void>(
+  'tandem/forkSession',
+);
 /** `tandem/listMcpServers` (protocol.md, MCP servers). */
 export interface McpServerInfo {
   name: string;
