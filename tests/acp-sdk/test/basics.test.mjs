@@ -12,7 +12,7 @@ acpTest("initialize advertises sessions, and session/new reports the modes and c
     schema.zInitializeResponse.parse(c.init);
     assert.equal(c.init.protocolVersion, 1);
     assert.equal(c.init.agentCapabilities.loadSession, true);
-    assert.deepEqual(c.init.agentCapabilities.sessionCapabilities, { list: {}, resume: {}, close: {}, delete: {} });
+    assert.deepEqual(c.init.agentCapabilities.sessionCapabilities, { list: {}, resume: {}, close: {}, delete: {}, fork: {}, additionalDirectories: {} });
 
     const session = await c.newSession(tempDir());
     schema.zNewSessionResponse.parse(session);
