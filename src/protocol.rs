@@ -144,6 +144,10 @@ pub struct PromptResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub usage: WireUsage,
+    /// The prompt's own `messageId` (its `user_message`'s), which
+    /// `tandem/forkSession` takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 /// `tandem/steer` params.

@@ -339,6 +339,7 @@ pub fn prompt_result(receipt: TurnReceipt) -> PromptResult {
         stop_reason: receipt.stop_reason.as_str().to_string(),
         message: receipt.message,
         usage: priced(&receipt.usage, receipt.cost_usd),
+        message_id: None,
     }
 }
 

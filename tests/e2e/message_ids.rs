@@ -57,6 +57,7 @@ async fn ids_on_the_wire_and_across_reload(first: EditorOptions, second: EditorO
     ));
     let (receipt, _) = editor.prompt(&session, "hi").await;
     assert_eq!(receipt["result"]["stopReason"], "end_turn", "{receipt}");
+    assert_eq!(receipt["result"]["messageId"], "m1", "the prompt's own id");
     server.push(openai::text(["again"]));
     let (receipt, _) = editor.prompt(&session, "once more").await;
     assert_eq!(receipt["result"]["stopReason"], "end_turn", "{receipt}");

@@ -35,7 +35,7 @@ export interface NewSessionResult { sessionId: string; mode: ApprovalMode; instr
 export const newSession = new RequestType<NewSessionParams, NewSessionResult, void>('tandem/newSession');
 
 export interface PromptParams { sessionId: string; prompt: ContentBlock[] }
-export interface PromptResult { turnId: string | null; stopReason: StopReason; message?: string; usage: Usage }
+export interface PromptResult { turnId: string | null; stopReason: StopReason; message?: string; usage: Usage; /** The prompt's own message id (`tandem/forkSession` takes it). */ messageId?: string }
 export const prompt = new RequestType<PromptParams, PromptResult, void>('tandem/prompt');
 
 export interface SteerParams { sessionId: string; prompt: ContentBlock[]; wake?: boolean }

@@ -197,7 +197,7 @@ impl Agent {
                 prompt = commands::fileless_task_prompt(&template, &instruction, &prompt);
             }
         }
-        let (_, receipt) = self
+        let (message_id, receipt) = self
             .daemon
             .prompt(session_id, user_content(prompt))
             .map_err(|e| daemon_error(rid, e))?;
@@ -207,7 +207,11 @@ impl Agent {
                 -32603,
                 receipt.message.as_deref().unwrap_or("the turn failed"),
             )),
-            Ok(receipt) => Ok(prompt_result(receipt.stop_reason)),
+            Ok(receipt) => {
+                let mut reply = prompt_result(receipt.stop_reason);
+                reply["_meta"]["tandem"]["userMessageId"] = json!(message_id);
+                Ok(reply)
+            }
             Err(_) => Err(error_response(
                 rid,
                 -32603,

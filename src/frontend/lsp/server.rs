@@ -464,7 +464,10 @@ impl Backend {
             };
             guard.armed = false;
             match receipt {
-                Ok(receipt) => Ok(prompt_result(receipt)),
+                Ok(receipt) => Ok(PromptResult {
+                    message_id: Some(message_id),
+                    ..prompt_result(receipt)
+                }),
                 Err(_) => Err(Error {
                     code: ErrorCode::InternalError,
                     message: "the session stopped before the turn ended".into(),

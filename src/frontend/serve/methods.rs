@@ -375,7 +375,10 @@ async fn prompt(
         session.log.durable().await;
     }
     ctx.hub.flushed(&params.session_id, conn).await;
-    Ok(prompt_result(receipt))
+    Ok(PromptResult {
+        message_id: Some(message_id),
+        ..prompt_result(receipt)
+    })
 }
 
 async fn steer(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcResult<SteerResult> {

@@ -29,7 +29,8 @@ acpTest("session/fork at a user message and whole, each loaded and prompted", as
     const { sessionId } = await c.newSession(project);
     server.push(text("one"), text("two"));
     assert.equal((await c.prompt(sessionId, "first")).stopReason, "end_turn");
-    assert.equal((await c.prompt(sessionId, "second")).stopReason, "end_turn");
+    const second = await c.prompt(sessionId, "second");
+    assert.equal(second._meta.tandem.userMessageId, "m2", "the prompt's id, to fork at");
 
     // The user's message ids, from a replay of the original.
     const before = c.updates.length;
