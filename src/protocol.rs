@@ -79,6 +79,10 @@ pub struct NewSessionParams {
     /// Per-session configuration overrides, same keys as `config.toml`.
     #[serde(default)]
     pub config: Option<Value>,
+    /// More workspace roots after the folder (URIs or absolute paths),
+    /// as ACP's `additionalDirectories`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_directories: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,6 +150,10 @@ pub struct PromptResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub usage: WireUsage,
+    /// The prompt's own `messageId` (its `user_message`'s), which
+    /// `tandem/forkSession` takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 /// `tandem/steer` params.
@@ -249,6 +257,15 @@ pub enum ToolCallContent {
     },
 }
 
+/// A place a tool call touches (ACP's `ToolCallLocation`): an absolute
+/// path and a 1-based line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireLocation {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
 /// `update` of a `tandem/update` notification, tagged by `sessionUpdate`.
 /// The MCP server and tool of a call (`tool_call`'s `mcp`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -277,10 +294,15 @@ pub enum SessionUpdate {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// `messageId` is shared by the chunks of one message (ACP's).
+    #[serde(rename_all = "camelCase")]
     AgentMessageChunk {
+        message_id: String,
         content: ContentBlock,
     },
+    #[serde(rename_all = "camelCase")]
     AgentThoughtChunk {
+        message_id: String,
         content: ContentBlock,
     },
     /// Discard the partial agent text of this turn's current step: the
@@ -312,11 +334,12 @@ pub enum SessionUpdate {
         /// `input`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         waiting_for: Option<String>,
+        /// ACP's: the places the call reads or changes.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        locations: Vec<WireLocation>,
     },
     /// The agent's plan (ACP plan entries).
-    Plan {
-        entries: Vec<PlanEntry>,
-    },
+    Plan { entries: Vec<PlanEntry> },
     /// The oldest part of the history was summarized (or dropped, when
     /// summarizing failed) to fit the model's context window.
     #[serde(rename_all = "camelCase")]
@@ -326,13 +349,9 @@ pub enum SessionUpdate {
     },
     /// The session's approval mode changed.
     #[serde(rename_all = "camelCase")]
-    CurrentModeUpdate {
-        current_mode_id: String,
-    },
+    CurrentModeUpdate { current_mode_id: String },
     /// The session's title (ACP's `session_info_update`).
-    SessionInfo {
-        title: String,
-    },
+    SessionInfo { title: String },
     Usage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call: Option<WireUsage>,
@@ -614,7 +633,7 @@ pub struct SymbolAtParams {
 
 /// LSP `Location`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WireLocation {
+pub struct WireLspLocation {
     pub uri: String,
     pub range: WireRange,
 }
@@ -624,7 +643,7 @@ pub struct WireLocation {
 #[serde(rename_all = "camelCase")]
 pub struct LocationsResult {
     #[serde(default)]
-    pub locations: Vec<WireLocation>,
+    pub locations: Vec<WireLspLocation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -645,7 +664,7 @@ pub struct WireSymbol {
     pub kind: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_name: Option<String>,
-    pub location: WireLocation,
+    pub location: WireLspLocation,
 }
 
 /// `tandem/workspaceSymbols` result.
@@ -656,4 +675,24 @@ pub struct WorkspaceSymbolsResult {
     pub symbols: Vec<WireSymbol>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+/// `tandem/forkSession` params: the session, and the user message the fork
+/// starts before (the whole session when absent).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForkSessionParams {
+    pub session_id: String,
+    #[serde(default)]
+    pub message_id: Option<String>,
+}
+
+/// `tandem/forkSession` result: the fork, loaded and ready (its history
+/// comes with `tandem/loadSession`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkSessionResult {
+    pub session_id: String,
+    /// The approval mode in force in the fork.
+    pub mode: String,
 }

@@ -42,6 +42,9 @@ use crate::workspace::Workspace;
 #[path = "daemon_lifecycle.rs"]
 mod lifecycle;
 
+#[path = "daemon_fork.rs"]
+mod fork;
+
 /// A failed daemon call.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -58,6 +61,10 @@ pub enum DaemonError {
     /// without vision); nothing was queued.
     #[error("{0}")]
     Prompt(String),
+    /// A parameter names something the session does not have (the
+    /// message a fork starts at); the text names the parameter.
+    #[error("{0}")]
+    InvalidParams(String),
 }
 
 /// How to start a daemon.
@@ -226,7 +233,22 @@ impl Daemon {
         params: NewSession,
         kind: Option<&str>,
     ) -> Result<Arc<Session>, DaemonError> {
-        let (workspace, roots) = workspace_for(client, params.workspace_folder.clone());
+        self.new_session_in(client, params, kind, Vec::new())
+    }
+
+    /// [`Daemon::new_session_of_kind`] with workspace roots after the
+    /// session's folder (ACP's `additionalDirectories`): tools reach into
+    /// them and walk them all; they are kept in the log's header, so a load
+    /// has them again.
+    pub fn new_session_in(
+        &self,
+        client: &Arc<Client>,
+        params: NewSession,
+        kind: Option<&str>,
+        additional_roots: Vec<PathBuf>,
+    ) -> Result<Arc<Session>, DaemonError> {
+        let (workspace, roots) =
+            workspace_for(client, params.workspace_folder.clone(), additional_roots);
         let config = self.session_config(client, &roots, params.config.as_ref())?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let title = params.title.filter(|t| !t.trim().is_empty());
@@ -275,6 +297,16 @@ impl Daemon {
         client: &Arc<Client>,
         id: &str,
     ) -> Result<(Arc<Session>, Vec<LoggedEvent>), DaemonError> {
+        self.load_session_with(client, id, true)
+    }
+
+    /// [`Daemon::load_session`], with the replay to the sink or without.
+    pub(super) fn load_session_with(
+        &self,
+        client: &Arc<Client>,
+        id: &str,
+        replay: bool,
+    ) -> Result<(Arc<Session>, Vec<LoggedEvent>), DaemonError> {
         // One load at a time: two concurrent loads of one session must not
         // both try to open (and lock) its log.
         let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
@@ -285,7 +317,7 @@ impl Daemon {
                 &crate::core::images::images_dir(session.log.path()),
                 &mut events,
             );
-            for event in &events {
+            for event in events.iter().filter(|_| replay) {
                 self.sink.on_replay(id, event);
             }
             return Ok((session, events));
@@ -308,7 +340,13 @@ impl Daemon {
         // The session's own folder; else the editor's folders now; else the
         // folders it was created in (a headless load, an editor without
         // folders).
-        let (workspace, roots) = match workspace_for(client, header.workspace_folder.clone()) {
+        // A folder's session has the header's other roots too (its
+        // additional directories; the folder itself is among them).
+        let extra = match &header.workspace_folder {
+            Some(_) => header.workspace.clone(),
+            None => Vec::new(),
+        };
+        let (workspace, roots) = match workspace_for(client, header.workspace_folder.clone(), extra) {
             (_, roots) if roots.is_empty() => {
                 let ws = Arc::new(Workspace::new(header.workspace.clone()));
                 let roots = ws.roots();
@@ -327,7 +365,7 @@ impl Daemon {
         session.set_header_title(header.title.clone());
         let projection =
             Projection::from_events(system_prompt(&roots), events.iter().map(|e| &e.event));
-        for event in &events {
+        for event in events.iter().filter(|_| replay) {
             self.sink.on_replay(id, event);
         }
         self.start(session.clone(), workspace, projection);
@@ -597,11 +635,18 @@ fn admit_session_images(
     crate::core::images::admit_images(content, &dir, &policy).map_err(DaemonError::Prompt)
 }
 
-/// A session's workspace: its own folder, else its client's folders.
-fn workspace_for(client: &Client, folder: Option<PathBuf>) -> (Arc<Workspace>, Vec<PathBuf>) {
+/// A session's workspace: its own folder first, then `more`; without a
+/// folder, its client's folders.
+fn workspace_for(
+    client: &Client,
+    folder: Option<PathBuf>,
+    more: Vec<PathBuf>,
+) -> (Arc<Workspace>, Vec<PathBuf>) {
     match folder {
         Some(folder) => {
-            let ws = Arc::new(Workspace::new(vec![folder]));
+            let ws = Arc::new(Workspace::new(
+                std::iter::once(folder).chain(more).collect(),
+            ));
             let roots = ws.roots();
             (ws, roots)
         }

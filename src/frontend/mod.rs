@@ -3,6 +3,7 @@
 //! events, everything it asks for is a call on the core's `Daemon`.
 
 pub mod acp;
+pub(crate) mod additional_roots;
 mod client_pipe;
 mod coalesce;
 pub mod doctor;

@@ -120,6 +120,8 @@ pub enum ToolEvent {
     /// An image the call returned (base64), for a model with vision
     /// (`ToolContext::vision`); logged as the call's `tool_image`.
     Image { mime_type: String, data: String },
+    /// The places the call reads or changes (`ToolLocation`s).
+    Locations(Vec<crate::vocab::event::ToolLocation>),
     /// A new plan (`update_plan`).
     Plan {
         explanation: Option<String>,

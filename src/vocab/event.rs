@@ -344,6 +344,14 @@ pub enum Event {
         call_id: String,
         files: Vec<FileDiff>,
     },
+    /// The places a tool call reads or changes (a file read, a directory
+    /// listed, grep's hits, each file a patch changes), for editors that
+    /// follow the agent.
+    ToolLocations {
+        turn_id: TurnId,
+        call_id: String,
+        locations: Vec<ToolLocation>,
+    },
     /// A tool call waits for the user (`permission` or `input`).
     ToolWaiting {
         turn_id: TurnId,
@@ -490,6 +498,15 @@ pub enum Event {
     },
 }
 
+/// A place a tool call touches: an absolute path, and a 1-based line
+/// when the call is about one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolLocation {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
 /// One tool result cut by `results_shrunk`: its size in the model's
 /// context before, and the bytes of it that were kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -509,6 +526,11 @@ pub struct FileDiff {
     pub new_text: String,
 }
 
+/// The id of the model's answer in one step's attempt.
+fn agent_message_id(turn_id: &str, step: u32, attempt: u32) -> String {
+    format!("{turn_id}-{step}-{attempt}")
+}
+
 /// Costs in US dollars of a call, its turn and its session.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Cost {
@@ -518,6 +540,40 @@ pub struct Cost {
 }
 
 impl Event {
+    /// The id of the message this event is part of, as every frontend
+    /// sends it (ACP's `messageId`): a user message's own id (`m1`, from
+    /// its `input_queued`), and for the model's output one id per step and
+    /// attempt, `t1-1-1` for the answer and `t1-1-1-thought` for the
+    /// reasoning — derived from the event alone, so a reload, a replay and
+    /// a fork name every message as the live stream did.
+    pub fn message_id(&self) -> Option<String> {
+        match self {
+            Event::UserMessage { message_id, .. } => Some(message_id.clone()),
+            Event::AssistantChunk {
+                turn_id,
+                step,
+                attempt,
+                ..
+            }
+            | Event::AssistantMessage {
+                turn_id,
+                step,
+                attempt,
+                ..
+            } => Some(agent_message_id(turn_id, *step, *attempt)),
+            Event::ThoughtChunk {
+                turn_id,
+                step,
+                attempt,
+                ..
+            } => Some(format!(
+                "{}-thought",
+                agent_message_id(turn_id, *step, *attempt)
+            )),
+            _ => None,
+        }
+    }
+
     /// The turn this event belongs to, if any.
     pub fn turn_id(&self) -> Option<&str> {
         match self {
@@ -543,6 +599,7 @@ impl Event {
             | Event::ToolOutput { turn_id, .. }
             | Event::ToolImage { turn_id, .. }
             | Event::ToolDiff { turn_id, .. }
+            | Event::ToolLocations { turn_id, .. }
             | Event::ToolWaiting { turn_id, .. }
             | Event::ApprovalDecided { turn_id, .. }
             | Event::Plan { turn_id, .. }

@@ -4,6 +4,7 @@
 mod support;
 
 mod acp;
+mod additional_roots;
 mod agent_loop;
 mod apply_patch;
 mod approvals;
@@ -13,6 +14,7 @@ mod compaction;
 mod context_overflow;
 mod doctor;
 mod exec_cli;
+mod fork;
 mod freed_memory;
 mod guards;
 mod images;
@@ -21,10 +23,12 @@ mod invalid_bodies;
 mod language;
 mod layers;
 mod ledger;
+mod locations;
 mod loop_inprocess;
 mod loop_wire;
 mod lsp_wire;
 mod mcp;
+mod message_ids;
 mod nvim;
 mod provider_anthropic;
 mod provider_openai;

@@ -36,7 +36,7 @@ export interface NewSessionResult { sessionId: string; mode: ApprovalMode; instr
 export const newSession = new RequestType<NewSessionParams, NewSessionResult, void>('tandem/newSession');
 
 export interface PromptParams { sessionId: string; prompt: ContentBlock[] }
-export interface PromptResult { turnId: string | null; stopReason: StopReason; message?: string; usage: Usage }
+export interface PromptResult { turnId: string | null; stopReason: StopReason; message?: string; usage: Usage; /** The prompt's own message id (`tandem/forkSession` takes it). */ messageId?: string }
 export const prompt = new RequestType<PromptParams, PromptResult, void>('tandem/prompt');
 
 export interface SteerParams { sessionId: string; prompt: ContentBlock[]; wake?: boolean }
@@ -69,6 +69,10 @@ export const renameSession = new RequestType<{ sessionId: string; title: string 
 export const closeSession = new RequestType<{ sessionId: string }, Record<string, never>, void>('tandem/closeSession');
 /** Removes a session's log; `-32005` while a turn runs. */
 export const deleteSession = new RequestType<{ sessionId: string }, Record<string, never>, void>('tandem/deleteSession');
+/** A new session with the history before the turn `messageId` opened (all of it without one), loaded without a replay. */
+export const forkSession = new RequestType<{ sessionId: string; messageId?: string }, { sessionId: string; mode: ApprovalMode }, void>(
+  'tandem/forkSession',
+);
 /** `tandem/listMcpServers` (protocol.md, MCP servers). */
 export interface McpServerInfo {
   name: string;
@@ -112,13 +116,15 @@ export const BUILTIN_TASKS = ['explain', 'fix', 'edit', 'tests', 'document'] as 
 
 export interface ToolCallDiff { type: 'diff'; path: string; oldText?: string; newText: string }
 export type ToolCallContent = { type: 'content'; content: ContentBlock } | ToolCallDiff;
+/** A place a tool call reads or changes: absolute path, 1-based line. */
+export interface ToolCallLocation { path: string; line?: number }
 export interface PlanEntry { content: string; priority: string; status: 'pending' | 'in_progress' | 'completed' }
 
 export type SessionUpdate =
   | { sessionUpdate: 'input_status'; messageIds: string[]; status: 'pending' | 'claimed' | 'discarded'; queue?: string; reason?: string }
   | { sessionUpdate: 'user_message'; messageId: string; content: ContentBlock[] }
-  | { sessionUpdate: 'agent_message_chunk'; content: { type: 'text'; text: string } }
-  | { sessionUpdate: 'agent_thought_chunk'; content: { type: 'text'; text: string } }
+  | { sessionUpdate: 'agent_message_chunk'; messageId?: string; content: { type: 'text'; text: string } }
+  | { sessionUpdate: 'agent_thought_chunk'; messageId?: string; content: { type: 'text'; text: string } }
   | { sessionUpdate: 'agent_message_reset' }
   | { sessionUpdate: 'tool_call'; toolCallId: string; title: string; kind: string; status: string; rawInput?: unknown }
   | {
@@ -128,6 +134,7 @@ export type SessionUpdate =
       waitingFor?: 'permission' | 'input';
       outputDelta?: string;
       content?: ToolCallContent[];
+      locations?: ToolCallLocation[];
     }
   | { sessionUpdate: 'plan'; entries: PlanEntry[] }
   | { sessionUpdate: 'context_compacted'; removedMessages: number; summarized: boolean }

@@ -246,6 +246,11 @@ fn call_context(
                 }
                 return;
             }
+            ToolEvent::Locations(locations) => Event::ToolLocations {
+                turn_id: turn_id.clone(),
+                call_id: call_id.clone(),
+                locations,
+            },
             ToolEvent::Plan { explanation, steps } => Event::Plan {
                 turn_id: turn_id.clone(),
                 explanation,

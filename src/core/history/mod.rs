@@ -4,6 +4,7 @@
 //! ([`trajectory`] follows the story, [`text`] and [`json`] print it).
 
 mod image_lines;
+mod fork;
 mod json;
 mod recovery;
 mod select;
@@ -14,6 +15,7 @@ mod trajectory;
 #[cfg(test)]
 mod tests;
 
+pub use fork::fork_events;
 pub use json::render_json_lines;
 pub use recovery::{recover_interrupted, INTERRUPTED_RESULT};
 pub use sessions::{list_session_logs, SessionSummary};

@@ -492,6 +492,18 @@ impl<'a> Walk<'a> {
                     format!("tool {name} [{call_id}] changes {}", paths.join(", ")),
                 );
             }
+            Event::ToolLocations {
+                call_id, locations, ..
+            } => {
+                let at = locations.iter().map(|l| match l.line {
+                    Some(line) => format!("{}:{line}", l.path),
+                    None => l.path.clone(),
+                });
+                let line = format!("tool {} [{call_id}] at {}", self.call_name(call_id), {
+                    at.collect::<Vec<_>>().join(", ")
+                });
+                self.line(2, line);
+            }
             Event::Plan { steps, .. } => {
                 let plan: Vec<String> = steps
                     .iter()

@@ -24,6 +24,7 @@ pub(crate) mod client_fs;
 pub(crate) mod commands;
 pub(crate) mod elicitation;
 pub(crate) mod facilities;
+pub(crate) mod fork;
 pub(crate) mod mapping;
 pub(crate) mod modes;
 pub(crate) mod session;

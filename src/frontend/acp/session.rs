@@ -21,6 +21,7 @@ use crate::core::client::Client;
 use crate::core::daemon::{Daemon, NewSession};
 use crate::core::history::SessionSummary;
 use crate::core::tasks::run::TaskError;
+use crate::frontend::additional_roots::{acp_additional_directories, additional_roots};
 use crate::frontend::updates::user_content;
 use crate::protocol::ContentBlock;
 use crate::vocab::approval::ApprovalMode;
@@ -62,6 +63,7 @@ impl Agent {
             "session/list" => self.list(params, rid),
             "session/close" => self.close(params, rid).await,
             "session/delete" => self.delete(params, rid).await,
+            "session/fork" => self.fork(params, rid),
             "session/prompt" => self.prompt(params, rid).await,
             "session/set_mode" => self.set_mode(params, rid, "modeId"),
             "session/set_config_option" => self.set_config_option(params, rid),
@@ -97,15 +99,20 @@ impl Agent {
     fn new_session(&self, params: &Value, rid: &Value) -> Reply {
         let cwd = absolute_cwd(params).map_err(|e| bad(rid, e))?;
         let mcp_servers = mcp_servers_param(params).map_err(|e| bad(rid, e))?;
+        let more = acp_additional_directories(params)
+            .and_then(|dirs| additional_roots(&dirs))
+            .map_err(|e| bad(rid, e))?;
         let session = self
             .daemon
-            .new_session(
+            .new_session_in(
                 &self.editor,
                 NewSession {
                     workspace_folder: Some(cwd),
                     title: None,
                     config: None,
                 },
+                None,
+                more,
             )
             .map_err(|e| daemon_error(rid, e))?;
         self.daemon
@@ -196,7 +203,7 @@ impl Agent {
                 prompt = commands::fileless_task_prompt(&template, &instruction, &prompt);
             }
         }
-        let (_, receipt) = self
+        let (message_id, receipt) = self
             .daemon
             .prompt(&self.editor, session_id, user_content(prompt))
             .map_err(|e| daemon_error(rid, e))?;
@@ -206,7 +213,11 @@ impl Agent {
                 -32603,
                 receipt.message.as_deref().unwrap_or("the turn failed"),
             )),
-            Ok(receipt) => Ok(prompt_result(receipt.stop_reason)),
+            Ok(receipt) => {
+                let mut reply = prompt_result(receipt.stop_reason);
+                reply["_meta"]["tandem"]["userMessageId"] = json!(message_id);
+                Ok(reply)
+            }
             Err(_) => Err(error_response(
                 rid,
                 -32603,
@@ -258,7 +269,7 @@ impl Agent {
     /// After a session/new, load or resume result: the slash commands.
     pub(super) fn after_reply(&self, method: &str, params: &Value, result: &Value) {
         let session_id = match method {
-            "session/new" => result["sessionId"].as_str(),
+            "session/new" | "session/fork" => result["sessionId"].as_str(),
             "session/load" | "session/resume" => params["sessionId"].as_str(),
             _ => None,
         };
@@ -391,7 +402,9 @@ pub(crate) fn initialize_result(home: &Path) -> Value {
         "agentCapabilities": {
             "loadSession": true,
             "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
+            // `fork` is unstable in ACP's schema: advertised as it defines.
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {},
+                                    "additionalDirectories": {}},
             // stdio servers only: no HTTP transport yet (src/mcp).
             "mcpCapabilities": {"http": false, "sse": false},
             "_meta": {"tandem": {"sandbox": crate::frontend::sandbox_info::sandbox_capability()}},
@@ -402,7 +415,7 @@ pub(crate) fn initialize_result(home: &Path) -> Value {
 }
 
 /// ACP's `mcpServers` of `session/new`, `load` and `resume` (absent: none).
-fn mcp_servers_param(
+pub(super) fn mcp_servers_param(
     params: &Value,
 ) -> Result<std::collections::BTreeMap<String, crate::config::mcp_servers::McpServerConfig>, String>
 {
@@ -412,7 +425,7 @@ fn mcp_servers_param(
     }
 }
 
-fn bad(rid: &Value, message: String) -> Value {
+pub(super) fn bad(rid: &Value, message: String) -> Value {
     error_response(rid, -32602, &message)
 }
 
@@ -431,7 +444,7 @@ pub(crate) fn absolute_cwd(params: &Value) -> Result<PathBuf, String> {
 
 /// `_meta.tandem.instructions` of a session/new, load or resume result:
 /// the instruction files the model is given.
-fn instructions_meta(session: &crate::core::session::Session) -> Value {
+pub(super) fn instructions_meta(session: &crate::core::session::Session) -> Value {
     json!(crate::frontend::updates::instruction_files(
         &session.instructions()
     ))

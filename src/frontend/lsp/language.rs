@@ -18,7 +18,7 @@ use super::outgoing::Outgoing;
 use crate::buffers::BufferCache;
 use crate::protocol::{
     DiagnosticsParams, DiagnosticsResult, FileDiagnosticsParams, LocationsResult, SymbolAtParams,
-    WireDiagnostic, WireLocation, WirePosition, WireRange, WorkspaceSymbolsParams,
+    WireDiagnostic, WireLspLocation, WirePosition, WireRange, WorkspaceSymbolsParams,
     WorkspaceSymbolsResult,
 };
 use crate::vocab::bridge::{BridgeOutcome, ClientBridge};
@@ -86,7 +86,7 @@ fn file_diagnostics(file: FileDiagnosticsParams) -> Option<FileDiagnostics> {
     })
 }
 
-fn location(l: WireLocation) -> Option<Location> {
+fn location(l: WireLspLocation) -> Option<Location> {
     Some(Location {
         path: file_uri_to_path(&l.uri)?,
         range: range(l.range),

@@ -22,13 +22,14 @@ use crate::core::client::{Client as CoreClient, ClientCapabilities};
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
 use crate::core::tasks::TaskOrigin;
 use crate::core::title::renamed_title;
+use crate::frontend::additional_roots::additional_roots;
 use crate::frontend::mcp_servers::{list_result, take_config_mcp_servers};
 use crate::frontend::updates::{daemon_error_parts, prompt_result, user_content};
 use crate::protocol::{
-    CancelParams, ClientTandemCapabilities, ListSessionsParams, LoadSessionParams,
-    LoadSessionResult, NewSessionParams, NewSessionResult, PromptParams, PromptResult,
-    RenameSessionParams, RunTaskParams, RunTaskResult, SessionIdParams, SetModeParams,
-    SetModeResult, SteerParams, SteerResult, PROTOCOL_VERSION, RUN_TASK_COMMAND,
+    CancelParams, ClientTandemCapabilities, ForkSessionParams, ForkSessionResult,
+    ListSessionsParams, LoadSessionParams, LoadSessionResult, NewSessionParams, NewSessionResult,
+    PromptParams, PromptResult, RenameSessionParams, RunTaskParams, RunTaskResult, SessionIdParams,
+    SetModeParams, SetModeResult, SteerParams, SteerResult, PROTOCOL_VERSION, RUN_TASK_COMMAND,
 };
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::ClientAbilities;
@@ -36,7 +37,7 @@ use crate::vocab::language::LanguageFeatures;
 use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
-const TANDEM_METHODS: [&str; 13] = [
+const TANDEM_METHODS: [&str; 14] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -48,6 +49,7 @@ const TANDEM_METHODS: [&str; 13] = [
     "tandem/renameSession",
     "tandem/closeSession",
     "tandem/deleteSession",
+    "tandem/forkSession",
     "tandem/listMcpServers",
     "tandem/diagnosticsChanged",
 ];
@@ -87,6 +89,7 @@ pub fn build_service(
     .custom_method("tandem/renameSession", Backend::rename_session)
     .custom_method("tandem/closeSession", Backend::close_session)
     .custom_method("tandem/deleteSession", Backend::delete_session)
+    .custom_method("tandem/forkSession", Backend::fork_session)
     .custom_method("tandem/listMcpServers", Backend::list_mcp_servers)
     .finish()
 }
@@ -402,15 +405,19 @@ impl Backend {
             let mut config = params.config;
             let mcp_servers =
                 take_config_mcp_servers(&mut config).map_err(Error::invalid_params)?;
+            let more =
+                additional_roots(&params.additional_directories).map_err(Error::invalid_params)?;
             let session = self
                 .daemon
-                .new_session(
+                .new_session_in(
                     &self.client,
                     NewSession {
                         workspace_folder,
                         title: params.title,
                         config,
                     },
+                    None,
+                    more,
                 )
                 .map_err(daemon_error)?;
             self.daemon
@@ -469,7 +476,10 @@ impl Backend {
             };
             guard.armed = false;
             match receipt {
-                Ok(receipt) => Ok(prompt_result(receipt)),
+                Ok(receipt) => Ok(PromptResult {
+                    message_id: Some(message_id),
+                    ..prompt_result(receipt)
+                }),
                 Err(_) => Err(Error {
                     code: ErrorCode::InternalError,
                     message: "the session stopped before the turn ended".into(),
@@ -518,6 +528,22 @@ impl Backend {
         guarded("tandem/closeSession", async move {
             self.daemon.close_session(&params.session_id).await;
             Ok(json!({}))
+        })
+        .await
+    }
+
+    /// `tandem/forkSession`: a new session with the history up to a user
+    /// message, loaded without a replay.
+    async fn fork_session(&self, params: ForkSessionParams) -> Result<ForkSessionResult> {
+        guarded("tandem/forkSession", async move {
+            let fork = self
+                .daemon
+                .fork_session(&self.client, &params.session_id, params.message_id.as_deref())
+                .map_err(daemon_error)?;
+            Ok(ForkSessionResult {
+                session_id: fork.id.clone(),
+                mode: fork.mode().as_str().to_string(),
+            })
         })
         .await
     }

@@ -238,6 +238,9 @@ pub fn prompt_answer(answer: Value) -> Value {
     if let Some(edit) = result.get("edit").filter(|e| !e.is_null()) {
         reply["_meta"]["tandem"]["edit"] = edit.clone();
     }
+    if let Some(id) = result.get("messageId").filter(|id| id.is_string()) {
+        reply["_meta"]["tandem"]["userMessageId"] = id.clone();
+    }
     json!({"jsonrpc": "2.0", "result": reply})
 }
 

@@ -53,7 +53,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 18] = [
+pub const TANDEM_METHODS: [&str; 19] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -69,6 +69,7 @@ pub const TANDEM_METHODS: [&str; 18] = [
     "tandem/renameSession",
     "tandem/closeSession",
     "tandem/deleteSession",
+    "tandem/forkSession",
     "tandem/listMcpServers",
     "tandem/diagnosticsChanged",
     "tandem/addMcpServers",
@@ -298,15 +299,19 @@ async fn new_session(
     let mut config = config;
     let mcp_servers = crate::frontend::mcp_servers::take_config_mcp_servers(&mut config)
         .map_err(invalid_params)?;
+    let more = crate::frontend::additional_roots::additional_roots(&params.additional_directories)
+        .map_err(invalid_params)?;
     let session = ctx
         .daemon
-        .new_session(
+        .new_session_in(
             &client,
             NewSession {
                 workspace_folder,
                 title: params.title,
                 config,
             },
+            None,
+            more,
         )
         .map_err(daemon_error)?;
     ctx.daemon
@@ -381,7 +386,10 @@ async fn prompt(
         session.log.durable().await;
     }
     ctx.hub.flushed(&params.session_id, conn).await;
-    Ok(prompt_result(receipt))
+    Ok(PromptResult {
+        message_id: Some(message_id),
+        ..prompt_result(receipt)
+    })
 }
 
 async fn steer(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcResult<SteerResult> {

@@ -15,3 +15,4 @@ mod questions;
 mod review;
 mod sessions;
 mod tasks;
+mod trail;

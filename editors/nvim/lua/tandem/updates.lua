@@ -232,6 +232,7 @@ function M.handle(params)
   if thinking and update.sessionUpdate ~= 'agent_thought_chunk' and update.sessionUpdate ~= 'agent_message_chunk' then
     thinking = false
   end
+  require('tandem.trail').note(params)
   local render = renderers[update.sessionUpdate]
   if render then
     render(update, params)
