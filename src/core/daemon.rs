@@ -39,6 +39,9 @@ use crate::workspace::Workspace;
 
 #[path = "daemon_lifecycle.rs"]
 mod lifecycle;
+#[path = "daemon_rewind.rs"]
+mod rewind;
+pub use self::rewind::{RewindOutcome, RewindRequest};
 
 /// A failed daemon call.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +55,10 @@ pub enum DaemonError {
     Config(#[from] ConfigError),
     #[error("session storage: {0}")]
     Storage(String),
+    /// A request's parameter names nothing the session has (the message
+    /// says which field).
+    #[error("{0}")]
+    InvalidParams(String),
 }
 
 /// How to start a daemon.

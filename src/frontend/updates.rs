@@ -29,6 +29,7 @@ pub fn daemon_error_parts(error: DaemonError) -> (i64, String, Option<serde_json
         DaemonError::Config(e) => (error_code::INVALID_CONFIG, e.to_string(), None),
         DaemonError::Storage(message) => (error_code::SESSION_STORAGE, message, None),
         DaemonError::Busy(message) => (error_code::SESSION_BUSY, message, None),
+        DaemonError::InvalidParams(message) => (-32602, message, None),
     }
 }
 
@@ -269,7 +270,12 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         | Event::StepEnd { .. }
         | Event::RetryBudgetSpent { .. }
         | Event::BudgetExceeded { .. }
-        | Event::Instructions { .. } => return None,
+        | Event::Instructions { .. }
+        | Event::Checkpoint { .. }
+        | Event::CheckpointEnd { .. }
+        | Event::RewindStarted { .. }
+        | Event::RewindFile { .. }
+        | Event::Rewound { .. } => return None,
     };
     Some(update)
 }

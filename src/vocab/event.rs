@@ -465,6 +465,48 @@ pub enum Event {
         step: u32,
         results: Vec<ShrunkResult>,
     },
+    // Checkpoints and rewind (issue 26) add from here.
+    /// The state of files before a turn changed them, stored before the
+    /// first change (one event per batch of files newly touched). A
+    /// rewind is a checkpoint too: `turn_id` is then its rewind id.
+    Checkpoint {
+        turn_id: TurnId,
+        files: Vec<crate::vocab::checkpoint::CheckpointFile>,
+    },
+    /// What the turn (or rewind) left of its checkpoint's files, logged
+    /// when it ended: a file found otherwise later was changed by the user.
+    CheckpointEnd {
+        turn_id: TurnId,
+        files: Vec<crate::vocab::checkpoint::CheckpointAfter>,
+    },
+    /// A rewind is about to write `files` (synced before the first write);
+    /// each written file then gets a `rewind_file`, and the rewind a
+    /// `rewound`. After a kill, the files without a `rewind_file` were not
+    /// written (each write is an atomic rename).
+    RewindStarted {
+        rewind_id: String,
+        to_message_id: String,
+        files: Vec<String>,
+        conversation: bool,
+    },
+    /// One file of a rewind is restored.
+    RewindFile {
+        rewind_id: String,
+        path: String,
+    },
+    /// A rewind ended. With `conversation`, the model's context ends just
+    /// before `to_message_id` from now on (the events stay in the log).
+    Rewound {
+        rewind_id: String,
+        to_message_id: String,
+        conversation: bool,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        restored: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        conflicts: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        unrestorable: Vec<String>,
+    },
 }
 
 /// One tool result cut by `results_shrunk`: its size in the model's
@@ -501,7 +543,12 @@ impl Event {
             Event::InputQueued { .. }
             | Event::InputDiscarded { .. }
             | Event::ModeChanged { .. }
-            | Event::TitleChanged { .. } => None,
+            | Event::TitleChanged { .. }
+            | Event::Checkpoint { .. }
+            | Event::CheckpointEnd { .. }
+            | Event::RewindStarted { .. }
+            | Event::RewindFile { .. }
+            | Event::Rewound { .. } => None,
             Event::Instructions { turn_id, .. } => turn_id.as_deref(),
             Event::TurnStart { turn_id }
             | Event::UserMessage { turn_id, .. }
@@ -549,6 +596,9 @@ impl Event {
                 | Event::TitleChanged { .. }
                 | Event::Compacted { .. }
                 | Event::TurnEnd { .. }
+                | Event::Checkpoint { .. }
+                | Event::RewindStarted { .. }
+                | Event::Rewound { .. }
         )
     }
 }

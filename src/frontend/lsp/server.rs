@@ -33,7 +33,7 @@ use crate::vocab::bridge::ClientAbilities;
 use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
-const TANDEM_METHODS: [&str; 12] = [
+const TANDEM_METHODS: [&str; 13] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -46,7 +46,11 @@ const TANDEM_METHODS: [&str; 12] = [
     "tandem/closeSession",
     "tandem/deleteSession",
     "tandem/listMcpServers",
+    "tandem/rewind",
 ];
+
+#[path = "rewind.rs"]
+mod rewind;
 
 pub struct Backend {
     daemon: Arc<Daemon>,
@@ -80,6 +84,7 @@ pub fn build_service(
     .custom_method("tandem/closeSession", Backend::close_session)
     .custom_method("tandem/deleteSession", Backend::delete_session)
     .custom_method("tandem/listMcpServers", Backend::list_mcp_servers)
+    .custom_method("tandem/rewind", Backend::rewind)
     .finish()
 }
 

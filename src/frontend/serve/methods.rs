@@ -51,7 +51,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 17] = [
+pub const TANDEM_METHODS: [&str; 18] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -69,6 +69,7 @@ pub const TANDEM_METHODS: [&str; 17] = [
     "tandem/deleteSession",
     "tandem/listMcpServers",
     "tandem/addMcpServers",
+    "tandem/rewind",
 ];
 
 pub(super) type RpcResult<T> = Result<T, ErrorObjectOwned>;
@@ -665,5 +666,6 @@ pub fn module(ctx: Ctx) -> RpcModule<Ctx> {
     register_tandem(&mut module).expect("tandem methods register");
     super::tasks::register(&mut module).expect("task methods register");
     super::session_methods::register(&mut module).expect("session methods register");
+    super::rewind_method::register(&mut module).expect("rewind registers");
     module
 }

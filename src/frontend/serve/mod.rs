@@ -35,6 +35,7 @@ pub mod methods;
 pub mod owners;
 pub mod progress;
 pub mod relay;
+pub mod rewind_method;
 pub mod session_client;
 pub mod session_methods;
 pub mod shim;
