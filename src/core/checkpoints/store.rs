@@ -328,3 +328,100 @@ pub fn write_atomically(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Res
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(store: &Store, at: u64, turn: &str, objects: &[&str]) -> PathBuf {
+        let manifest = Manifest {
+            created_ms: at,
+            session: "s".to_string(),
+            turn: turn.to_string(),
+            workspace: "/w".to_string(),
+            objects: objects.iter().map(|o| o.to_string()).collect(),
+        };
+        store.write_manifest(&manifest).unwrap();
+        store.manifest_path(at, "s", turn)
+    }
+
+    #[test]
+    fn pruning_keeps_the_store_under_its_bound_and_every_kept_checkpoint_whole() {
+        let home = tempfile::tempdir().unwrap();
+        let store = Store::new(home.path());
+        let bounds = Bounds {
+            keep_days: 14,
+            max_bytes: 10_000,
+        };
+        let now = now_ms();
+        // A file shared by every turn (deduplicated) and one new 1 KB
+        // version per turn, over 60 turns.
+        let shared = store.put(&[b's'; 500]).unwrap();
+        for turn in 0..60u64 {
+            let _lock = store.shared().unwrap();
+            let version = store.put(format!("{turn:01000}").as_bytes()).unwrap();
+            drop(_lock);
+            let keep = manifest(
+                &store,
+                now + turn,
+                &format!("t{turn}"),
+                &[&shared, &version],
+            );
+            store
+                .prune("/w", &keep, bounds)
+                .unwrap()
+                .expect("not contended");
+            assert!(store.workspace_bytes("/w").unwrap() <= bounds.max_bytes);
+            let kept = store.manifests().unwrap();
+            assert!(kept.iter().any(|(p, _)| *p == keep), "the newest is kept");
+            for (_, m) in &kept {
+                for hash in &m.objects {
+                    assert!(
+                        store.get(hash).unwrap().is_some(),
+                        "{hash} of {} missing",
+                        m.turn
+                    );
+                }
+            }
+        }
+        let kept = store.manifests().unwrap();
+        assert!((8..=9).contains(&kept.len()), "{}", kept.len());
+        assert_eq!(kept.last().unwrap().1.turn, "t59");
+        // Nothing unreferenced is left: 1 shared + one object per kept turn.
+        let objects = walk_objects(&store);
+        assert_eq!(objects, kept.len() + 1);
+    }
+
+    #[test]
+    fn checkpoints_older_than_keep_days_are_pruned() {
+        let home = tempfile::tempdir().unwrap();
+        let store = Store::new(home.path());
+        let old_object = store.put(b"old").unwrap();
+        let new_object = store.put(b"new").unwrap();
+        let day = 86_400_000;
+        manifest(&store, now_ms() - 15 * day, "t1", &[&old_object]);
+        let keep = manifest(&store, now_ms(), "t2", &[&new_object]);
+        let bounds = Bounds {
+            keep_days: 14,
+            max_bytes: 1 << 30,
+        };
+        let pruned = store.prune("/w", &keep, bounds).unwrap().unwrap();
+        assert_eq!(
+            pruned,
+            Pruned {
+                checkpoints: 1,
+                objects: 1
+            }
+        );
+        assert!(store.get(&old_object).unwrap().is_none());
+        assert!(store.get(&new_object).unwrap().is_some());
+    }
+
+    fn walk_objects(store: &Store) -> usize {
+        fs::read_dir(store.root().join("objects"))
+            .unwrap()
+            .flatten()
+            .map(|d| fs::read_dir(d.path()).unwrap().count())
+            .sum()
+    }
+}

@@ -337,3 +337,63 @@ async fn kill_9_during_a_rewind_leaves_each_file_restored_or_untouched_and_the_l
         .collect();
     assert!(names.iter().all(|n| !n.contains(".tandem-")), "{names:?}");
 }
+
+#[tokio::test]
+async fn an_open_buffer_is_restored_through_workspace_apply_edit_not_the_disk() {
+    let server = ModelServer::start().await;
+    let (_dir, root) = workspace();
+    let mut editor = Editor::spawn().await;
+    let edits = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = edits.clone();
+    editor.on_request(move |method, params| {
+        (method == "workspace/applyEdit").then(|| {
+            seen.lock().unwrap().push(params.clone());
+            json!({"applied": true})
+        })
+    });
+    put(&root, "a.txt", b"alpha\n", 0o644);
+    editor
+        .initialize_with(
+            &root,
+            json!({"capabilities": {"workspace": {"applyEdit": true,
+                "workspaceEdit": {"documentChanges": true,
+                                  "resourceOperations": ["create", "rename", "delete"]}}}}),
+        )
+        .await;
+    let session = editor.new_session(auto(&server)).await;
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-alpha\n+ALPHA\n*** End Patch";
+    script_call(
+        &server,
+        "call_patch",
+        "apply_patch",
+        json!({ "input": patch }),
+    );
+    let (_, updates) = editor.prompt(&session, "shout").await;
+    let message = message_id(&updates);
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "ALPHA\n"
+    );
+    // The user opens the file the agent wrote.
+    editor.open(&root.join("a.txt"), "ALPHA\n").await;
+    let result = rewind(
+        &mut editor,
+        json!({"sessionId": session, "toMessageId": message, "files": true, "conversation": false}),
+    )
+    .await;
+    assert_eq!(statuses(&result), [("a.txt".into(), "restored".into())]);
+    let edits = edits.lock().unwrap().clone();
+    let last = edits.last().expect("an applyEdit");
+    let change = &last["edit"]["documentChanges"][0];
+    assert_eq!(change["edits"][0]["newText"], "alpha\n", "{last}");
+    assert_eq!(change["textDocument"]["version"], 1, "{last}");
+    assert_eq!(
+        change["edits"][0]["range"],
+        json!({"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 0}})
+    );
+    // The disk is the editor's to save: untouched.
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "ALPHA\n"
+    );
+}

@@ -4,6 +4,7 @@
 mod commands;
 mod conversation;
 mod files;
+mod pruning;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
