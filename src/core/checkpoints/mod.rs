@@ -17,6 +17,7 @@
 //! `checkpoint` event names is in the store before the change it precedes.
 
 mod conversation;
+mod listing;
 mod rewind;
 pub mod scan;
 pub mod store;
@@ -29,6 +30,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 pub use self::conversation::dropped_by_rewinds;
+pub use self::listing::render_checkpoints;
 pub use self::rewind::{
     plan_rewind, rewind_start, run_rewind, Force, RewindFileReport, RewindPlan, RewindRun,
     RewindStatus,

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::{auto, logged, message_id, put, rewind, script_call, statuses, workspace};
-use crate::support::client::{file_uri, Editor};
+use crate::support::client::{file_uri, tandem_bin, Editor};
 use crate::support::model_server::ModelServer;
 
 #[tokio::test]
@@ -96,6 +96,28 @@ async fn a_command_made_change_is_restored_or_listed_as_unrestorable() {
     );
     let rewound = logged(&editor, &session, "rewound");
     assert_eq!(rewound[0]["unrestorable"].as_array().unwrap().len(), 1);
+
+    // `tandem replay --checkpoints` lists the two turns and the rewind.
+    let listing = std::process::Command::new(tandem_bin())
+        .args(["replay", &session, "--checkpoints"])
+        .env("TANDEM_HOME", editor.home.path())
+        .output()
+        .unwrap();
+    assert!(listing.status.success());
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    for expected in [
+        "t1 ",
+        ": bump it",
+        "t2 ",
+        &format!("rewind with toMessageId {second}: run it"),
+        "other.txt  changed by a command, cannot be restored",
+        "made.txt  created by a command",
+        "known.txt  changed by a command, restorable",
+        "rw1 ",
+        "rewind with toMessageId rw1",
+    ] {
+        assert!(listing.contains(expected), "{expected:?} in\n{listing}");
+    }
 }
 
 #[tokio::test]
