@@ -40,6 +40,26 @@ pub struct RewindOutcome {
 }
 
 impl Daemon {
+    /// The user messages of a loaded session, oldest first: id and first
+    /// line (what a rewind can go back to).
+    pub fn user_messages(&self, session_id: &str) -> Result<Vec<(String, String)>, DaemonError> {
+        let session = self.session(session_id)?;
+        session.log.sync();
+        let (_, events) =
+            read_log(session.log.path()).map_err(|e| DaemonError::Storage(e.to_string()))?;
+        Ok(events
+            .iter()
+            .filter_map(|e| match &e.event {
+                Event::UserMessage {
+                    message_id,
+                    content,
+                    ..
+                } => Some((message_id.clone(), first_line(content))),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// Rewinds a loaded session. `buffers`: the documents of the editor
     /// asking (a serve's window), else the daemon's own.
     pub async fn rewind(
@@ -132,4 +152,16 @@ impl Daemon {
             conversation: request.conversation,
         })
     }
+}
+
+fn first_line(content: &[crate::vocab::event::UserContent]) -> String {
+    use crate::vocab::event::UserContent;
+    content
+        .iter()
+        .find_map(|c| match c {
+            UserContent::Text { text } => text.lines().find(|l| !l.trim().is_empty()),
+            UserContent::Resource { .. } => None,
+        })
+        .map(|l| l.chars().take(80).collect())
+        .unwrap_or_default()
 }
