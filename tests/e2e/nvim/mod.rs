@@ -11,5 +11,6 @@ mod hunks;
 mod mcp;
 mod questions;
 mod review;
+mod rewind;
 mod sessions;
 mod tasks;
