@@ -16,9 +16,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use tandem::core::checkpoints::capture;
 use tandem::core::checkpoints::scan::{changed, stat_tree};
 use tandem::core::checkpoints::store::{now_ms, Bounds, Manifest, Store};
-use tandem::core::checkpoints::capture;
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -128,7 +128,9 @@ fn main() {
         {
             let _lock = store.shared().unwrap();
             for f in &files {
-                manifest.objects.extend(capture(&store, f, None).unwrap().hash);
+                manifest
+                    .objects
+                    .extend(capture(&store, f, None).unwrap().hash);
             }
         }
         store.write_manifest(&manifest).unwrap();
@@ -148,7 +150,10 @@ fn main() {
             turn_times.push(total);
         }
         if turn == runs {
-            println!("  last turn: before {mid:.1?}, after + prune {:.1?}", ended.elapsed());
+            println!(
+                "  last turn: before {mid:.1?}, after + prune {:.1?}",
+                ended.elapsed()
+            );
         }
     }
     println!(

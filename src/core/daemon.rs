@@ -318,6 +318,7 @@ impl Daemon {
             SessionLog::open(&path, self.durability, Arc::new(NullSink))
                 .map_err(|e| DaemonError::Storage(e.to_string()))?;
         events.extend(recover_interrupted(&log, &events));
+        events.extend(crate::core::checkpoints::recover_rewinds(&log, &events));
         let log = log.with_sink(self.sink.clone());
         // The session's own folder; else the editor's folders now; else the
         // folders it was created in (a headless load, an editor without

@@ -506,6 +506,10 @@ pub enum Event {
         conflicts: Vec<String>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         unrestorable: Vec<String>,
+        /// Written by recovery for a rewind the daemon died in: the files
+        /// it had not written yet (untouched).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        untouched: Vec<String>,
     },
 }
 

@@ -18,6 +18,7 @@
 
 mod conversation;
 mod listing;
+mod recovery;
 mod rewind;
 pub mod scan;
 pub mod store;
@@ -31,6 +32,7 @@ use serde_json::Value;
 
 pub use self::conversation::dropped_by_rewinds;
 pub use self::listing::render_checkpoints;
+pub use self::recovery::recover_rewinds;
 pub use self::rewind::{
     plan_rewind, rewind_start, run_rewind, Force, RewindFileReport, RewindPlan, RewindRun,
     RewindStatus,
@@ -513,8 +515,15 @@ pub fn replay_line(event: &Event) -> Option<String> {
             restored,
             conflicts,
             unrestorable,
+            untouched,
         } => {
             let mut parts = vec![format!("{} restored", restored.len())];
+            if !untouched.is_empty() {
+                parts.push(format!(
+                    "the daemon stopped during it; not written: {}",
+                    untouched.join(", ")
+                ));
+            }
             if !conflicts.is_empty() {
                 parts.push(format!("conflicts (left alone): {}", conflicts.join(", ")));
             }

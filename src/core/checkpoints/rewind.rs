@@ -377,6 +377,7 @@ pub async fn run_rewind(plan: RewindPlan, run: RewindRun<'_>) -> Vec<RewindFileR
         restored: named(RewindStatus::Restored),
         conflicts: named(RewindStatus::Conflict),
         unrestorable: named(RewindStatus::Unrestorable),
+        untouched: Vec::new(),
     });
     reports
 }

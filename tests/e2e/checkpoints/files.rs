@@ -286,13 +286,8 @@ async fn kill_9_during_a_rewind_leaves_each_file_restored_or_untouched_and_the_l
         assert!(std::time::Instant::now() < deadline, "no file restored");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let lines = {
-        let home = editor.home.clone();
-        let lines = editor.log_lines(&session);
-        editor.kill_9().await;
-        drop(home);
-        lines
-    };
+    let lines = editor.log_lines(&session);
+    let home = editor.kill_9().await;
     let started: Vec<_> = lines
         .iter()
         .filter(|e| e["type"] == "rewind_started")
@@ -336,6 +331,25 @@ async fn kill_9_during_a_rewind_leaves_each_file_restored_or_untouched_and_the_l
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert!(names.iter().all(|n| !n.contains(".tandem-")), "{names:?}");
+
+    // The next daemon to load the session closes the rewind in the log,
+    // saying which files were restored and which were not written.
+    let mut again = Editor::spawn_with(EditorOptions {
+        home: Some(home),
+        ..EditorOptions::default()
+    })
+    .await;
+    again.initialize(&root).await;
+    let loaded = again
+        .request("tandem/loadSession", json!({"sessionId": session}))
+        .await;
+    assert!(loaded.get("error").is_none(), "{loaded}");
+    let rewound = logged(&again, &session, "rewound");
+    assert_eq!(rewound.len(), 1, "{rewound:?}");
+    assert!(rewound[0]["recovered"].is_object(), "{rewound:?}");
+    assert_eq!(rewound[0]["restored"], json!(restored));
+    assert_eq!(rewound[0]["untouched"].as_array().unwrap().len(), 4);
+    assert_eq!(tree(&root), now, "recovery writes no file");
 }
 
 #[tokio::test]

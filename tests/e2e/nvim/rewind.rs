@@ -72,10 +72,16 @@ T.turn(3)
     assert_eq!(got.get("after"), "before");
     assert_eq!(got.get("result")["conversation"], true);
     let final_summary = got.lines("final").join("\n");
-    assert!(final_summary.contains("notes.txt: restored"), "{final_summary}");
+    assert!(
+        final_summary.contains("notes.txt: restored"),
+        "{final_summary}"
+    );
     // The next request ends before the rewound message.
     let requests = server.requests();
     let last = user_text(requests.last().unwrap());
-    assert!(last.contains("say hello") && last.contains("next try"), "{last}");
+    assert!(
+        last.contains("say hello") && last.contains("next try"),
+        "{last}"
+    );
     assert!(!last.contains("patch the notes"), "{last}");
 }
