@@ -77,7 +77,7 @@ impl Daemon {
         if matches!(session.run_state(), RunState::Running { .. }) || session.queued_prompts() > 0 {
             return Err(busy());
         }
-        let Ok(_rewinding) = session.checkpoints.rewinding() else {
+        let Some(_rewinding) = session.checkpoints.rewinding() else {
             return Err(busy());
         };
         session.log.sync();

@@ -167,9 +167,9 @@ impl SessionCheckpoints {
         &self.session_id
     }
 
-    /// The right to rewind; `Err` while another rewind runs.
-    pub fn rewinding(&self) -> Result<tokio::sync::MutexGuard<'_, ()>, ()> {
-        self.rewinding.try_lock().map_err(|_| ())
+    /// The right to rewind; `None` while another rewind runs.
+    pub fn rewinding(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        self.rewinding.try_lock().ok()
     }
 
     /// Says the next turn must rebuild the model's context from the log.

@@ -258,6 +258,26 @@ pub fn prompt_answer(answer: Value) -> Value {
     json!({"jsonrpc": "2.0", "result": reply})
 }
 
+/// Notes a `user_message` update for `/rewind`'s list (once per id).
+fn remember_message(state: &AcpState, session_id: &str, update: &Value) {
+    let Some(id) = update["messageId"].as_str() else {
+        return;
+    };
+    let said = update["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|b| b["text"].as_str())
+        .and_then(|t| t.lines().find(|l| !l.trim().is_empty()))
+        .map(|l| l.chars().take(80).collect())
+        .unwrap_or_default();
+    let mut shared = state.lock();
+    let list = shared.messages.entry(session_id.to_string()).or_default();
+    if !list.iter().any(|(known, _)| known == id) {
+        list.push((id.to_string(), said));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,25 +338,5 @@ mod tests {
             "result": {"stopReason": "error", "message": "bad key"}}));
         assert_eq!(failed["error"]["code"], -32603);
         assert_eq!(failed["error"]["message"], "bad key");
-    }
-}
-
-/// Notes a `user_message` update for `/rewind`'s list (once per id).
-fn remember_message(state: &AcpState, session_id: &str, update: &Value) {
-    let Some(id) = update["messageId"].as_str() else {
-        return;
-    };
-    let said = update["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find_map(|b| b["text"].as_str())
-        .and_then(|t| t.lines().find(|l| !l.trim().is_empty()))
-        .map(|l| l.chars().take(80).collect())
-        .unwrap_or_default();
-    let mut shared = state.lock();
-    let list = shared.messages.entry(session_id.to_string()).or_default();
-    if !list.iter().any(|(known, _)| known == id) {
-        list.push((id.to_string(), said));
     }
 }
