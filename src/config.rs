@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::vocab::approval::ApprovalMode;
 
 pub mod budget;
+pub mod checkpoints;
 pub mod instructions;
 pub mod mcp_servers;
 pub mod sandbox;
@@ -253,6 +254,8 @@ pub struct Config {
     pub sandbox: sandbox::SandboxConfig,
     /// Which instruction files (`AGENTS.md`) the model is given.
     pub instructions: instructions::InstructionsConfig,
+    /// `[checkpoints]`: what rewinding keeps (config/checkpoints.rs).
+    pub checkpoints: checkpoints::CheckpointsConfig,
     /// Prices per model name (USD per million tokens), over the built-in
     /// table of known models.
     pub pricing: std::collections::BTreeMap<String, crate::vocab::pricing::Price>,

@@ -41,6 +41,9 @@ use crate::workspace::Workspace;
 
 #[path = "daemon_lifecycle.rs"]
 mod lifecycle;
+#[path = "daemon_rewind.rs"]
+mod rewind;
+pub use self::rewind::{RewindOutcome, RewindRequest};
 
 #[path = "daemon_fork.rs"]
 mod fork;
@@ -336,6 +339,7 @@ impl Daemon {
                 .map_err(|e| DaemonError::Storage(e.to_string()))?;
         events.extend(recover_interrupted(&log, &events));
         crate::core::images::load_images(&crate::core::images::images_dir(&path), &mut events);
+        events.extend(crate::core::checkpoints::recover_rewinds(&log, &events));
         let log = log.with_sink(self.sink.clone());
         // The session's own folder; else the editor's folders now; else the
         // folders it was created in (a headless load, an editor without

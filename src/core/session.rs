@@ -117,6 +117,8 @@ pub struct Session {
     title: Mutex<Option<String>>,
     /// The instruction files in force and their reader.
     instructions: Mutex<SessionInstructions>,
+    /// The prior content of the files its turns change (rewind).
+    pub checkpoints: Arc<crate::core::checkpoints::SessionCheckpoints>,
 }
 
 /// The session's approval state: its mode and what the user said to
@@ -136,6 +138,10 @@ impl Session {
         shutdown: CancellationToken,
     ) -> Self {
         Session {
+            checkpoints: Arc::new(crate::core::checkpoints::SessionCheckpoints::for_log(
+                &id,
+                log.path(),
+            )),
             id,
             log,
             inbox: Mutex::new(Inbox::default()),

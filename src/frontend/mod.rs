@@ -13,6 +13,7 @@ pub mod lsp;
 pub mod mcp_servers;
 mod memory;
 pub use self::memory::use_one_heap;
+pub(crate) mod rewind;
 mod sandbox_info;
 pub mod serve;
 mod stdin;

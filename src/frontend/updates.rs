@@ -319,7 +319,12 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         | Event::StepEnd { .. }
         | Event::RetryBudgetSpent { .. }
         | Event::BudgetExceeded { .. }
-        | Event::Instructions { .. } => return None,
+        | Event::Instructions { .. }
+        | Event::Checkpoint { .. }
+        | Event::CheckpointEnd { .. }
+        | Event::RewindStarted { .. }
+        | Event::RewindFile { .. }
+        | Event::Rewound { .. } => return None,
     };
     Some(update)
 }

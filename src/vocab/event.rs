@@ -496,6 +496,52 @@ pub enum Event {
         step: u32,
         results: Vec<ShrunkResult>,
     },
+    // Checkpoints and rewind (issue 26) add from here.
+    /// The state of files before a turn changed them, stored before the
+    /// first change (one event per batch of files newly touched). A
+    /// rewind is a checkpoint too: `turn_id` is then its rewind id.
+    Checkpoint {
+        turn_id: TurnId,
+        files: Vec<crate::vocab::checkpoint::CheckpointFile>,
+    },
+    /// What the turn (or rewind) left of its checkpoint's files, logged
+    /// when it ended: a file found otherwise later was changed by the user.
+    CheckpointEnd {
+        turn_id: TurnId,
+        files: Vec<crate::vocab::checkpoint::CheckpointAfter>,
+    },
+    /// A rewind is about to write `files` (synced before the first write);
+    /// each written file then gets a `rewind_file`, and the rewind a
+    /// `rewound`. After a kill, the files without a `rewind_file` were not
+    /// written (each write is an atomic rename).
+    RewindStarted {
+        rewind_id: String,
+        to_message_id: String,
+        files: Vec<String>,
+        conversation: bool,
+    },
+    /// One file of a rewind is restored.
+    RewindFile {
+        rewind_id: String,
+        path: String,
+    },
+    /// A rewind ended. With `conversation`, the model's context ends just
+    /// before `to_message_id` from now on (the events stay in the log).
+    Rewound {
+        rewind_id: String,
+        to_message_id: String,
+        conversation: bool,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        restored: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        conflicts: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        unrestorable: Vec<String>,
+        /// Written by recovery for a rewind the daemon died in: the files
+        /// it had not written yet (untouched).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        untouched: Vec<String>,
+    },
 }
 
 /// A place a tool call touches: an absolute path, and a 1-based line
@@ -580,7 +626,12 @@ impl Event {
             Event::InputQueued { .. }
             | Event::InputDiscarded { .. }
             | Event::ModeChanged { .. }
-            | Event::TitleChanged { .. } => None,
+            | Event::TitleChanged { .. }
+            | Event::Checkpoint { .. }
+            | Event::CheckpointEnd { .. }
+            | Event::RewindStarted { .. }
+            | Event::RewindFile { .. }
+            | Event::Rewound { .. } => None,
             Event::Instructions { turn_id, .. } => turn_id.as_deref(),
             Event::TurnStart { turn_id }
             | Event::UserMessage { turn_id, .. }
@@ -630,6 +681,9 @@ impl Event {
                 | Event::TitleChanged { .. }
                 | Event::Compacted { .. }
                 | Event::TurnEnd { .. }
+                | Event::Checkpoint { .. }
+                | Event::RewindStarted { .. }
+                | Event::Rewound { .. }
         )
     }
 }

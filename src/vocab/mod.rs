@@ -8,6 +8,7 @@
 
 pub mod approval;
 pub mod bridge;
+pub mod checkpoint;
 pub mod edit;
 pub mod event;
 pub mod image;

@@ -9,6 +9,7 @@ mod agent_loop;
 mod apply_patch;
 mod approvals;
 mod big_files;
+mod checkpoints;
 mod code_map;
 mod compaction;
 mod context_overflow;

@@ -83,6 +83,20 @@ export interface McpServerInfo {
 export const listMcpServers = new RequestType<{ sessionId?: string }, { servers: McpServerInfo[] }, void>(
   'tandem/listMcpServers',
 );
+/** `tandem/rewind`: files and/or the conversation back to before a user message (or a rewind undone). */
+export interface RewindParams {
+  sessionId: string;
+  toMessageId: string;
+  files: boolean;
+  conversation: boolean;
+  force?: boolean | string[];
+  dryRun?: boolean;
+}
+export type RewindStatus = 'restore' | 'restored' | 'conflict' | 'unrestorable' | 'unchanged' | 'failed';
+export interface RewindFile { path: string; status: RewindStatus; diff?: string; reason?: string }
+export interface RewindResult { rewindId?: string; files: RewindFile[]; conversation: boolean }
+export const rewind = new RequestType<RewindParams, RewindResult, void>('tandem/rewind');
+
 export const loadSession = new RequestType<{ sessionId: string }, { sessionId: string; replayed: number; mode: ApprovalMode; instructions: InstructionFile[] }, void>(
   'tandem/loadSession',
 );

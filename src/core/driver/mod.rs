@@ -26,6 +26,7 @@
 mod admission;
 mod approval;
 mod budget;
+mod checkpoint_hooks;
 mod compaction;
 mod gates;
 mod instructions;
@@ -102,6 +103,11 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
             }
             Work::Wake(_) => None,
         };
+        // A conversation rewind since the last turn: the context is the
+        // log's fold again, without what it undid.
+        if session.checkpoints.take_conversation_rewound() {
+            checkpoint_hooks::refold(&session, &mut projection);
+        }
         let mut turn = Turn {
             session: &session,
             env: &env,

@@ -320,8 +320,10 @@ async fn execute_call(
     // An approval is on disk before what it allowed runs (immediate unless
     // the log fsyncs in the background).
     session.log.durable().await;
+    let watch =
+        super::checkpoint_hooks::before_call(tool.name(), &args, &ctx, &session, &turn_id).await;
     session.log.append(Event::ToolStarted {
-        turn_id,
+        turn_id: turn_id.clone(),
         call_id: call.call_id.clone(),
     });
     let cancel = ctx.cancel.clone();
@@ -340,8 +342,13 @@ async fn execute_call(
     // because it saw the cancel was aborted, not failed.
     let result = tokio::select! {
         biased;
-        _ = cancel.cancelled() => return aborted(),
-        result = run => result,
+        _ = cancel.cancelled() => None,
+        result = run => Some(result),
+    };
+    // A stopped command may have changed files too.
+    super::checkpoint_hooks::after_call(watch, &session, &turn_id).await;
+    let Some(result) = result else {
+        return aborted();
     };
     if cancel.is_cancelled() {
         return aborted();

@@ -95,6 +95,7 @@ impl Turn<'_> {
         };
         let mut end = end;
         end.cost_usd = self.price().map(|p| p.cost(&self.usage));
+        super::checkpoint_hooks::end_turn(self.session, &self.turn_id, &self.buffers).await;
         // Off the model's path (nothing to send until the next prompt):
         // old results and calls keep one copy, and the turn's end then gives the
         // freed memory back (the frontend trims on `turn_end`).

@@ -405,6 +405,15 @@ impl<'a> Walk<'a> {
             Event::LoopDetected { description, .. } => {
                 self.line(2, format!("loop detected: {description}"));
             }
+            Event::Checkpoint { .. }
+            | Event::CheckpointEnd { .. }
+            | Event::RewindStarted { .. }
+            | Event::RewindFile { .. }
+            | Event::Rewound { .. } => {
+                if let Some(text) = crate::core::checkpoints::replay_line(event) {
+                    self.line(1, text);
+                }
+            }
             Event::ToolCall {
                 turn_id,
                 call_id,

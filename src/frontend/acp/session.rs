@@ -31,6 +31,10 @@ use crate::vocab::event::StopReason;
 pub(super) const LIST_PAGE: usize = 20;
 
 /// What a method handler reaches.
+#[path = "rewind_prompt.rs"]
+mod rewind_prompt;
+use super::rewind_command::{rewind_available_command, rewind_command};
+
 pub(super) struct Agent {
     pub(super) daemon: Arc<Daemon>,
     pub(super) client: Arc<AcpClient>,
@@ -189,6 +193,9 @@ impl Agent {
             return Err(bad(rid, "invalid params: `prompt` is empty".to_string()));
         }
         let mut prompt = prompt;
+        if let Some(command) = rewind_command(&prompt) {
+            return self.rewind_command(session_id, command, rid).await;
+        }
         if let Some((name, instruction)) = commands::slash_command(&prompt) {
             let cwd = self.cwd(session_id);
             if let Some(template) = commands::task_template(&self.daemon, &self.editor, &cwd, &name)
@@ -286,8 +293,11 @@ impl Agent {
             self.lock_cwds()
                 .insert(session_id.to_string(), PathBuf::from(cwd));
         }
-        let commands =
+        let mut commands =
             commands::available_commands(&self.daemon, &self.editor, &self.cwd(session_id));
+        if let Some(list) = commands.as_array_mut() {
+            list.push(rewind_available_command());
+        }
         self.sink.send(
             session_id,
             json!({"sessionUpdate": "available_commands_update", "availableCommands": commands}),

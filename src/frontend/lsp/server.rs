@@ -37,7 +37,7 @@ use crate::vocab::language::LanguageFeatures;
 use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
-const TANDEM_METHODS: [&str; 14] = [
+const TANDEM_METHODS: [&str; 15] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -52,7 +52,11 @@ const TANDEM_METHODS: [&str; 14] = [
     "tandem/forkSession",
     "tandem/listMcpServers",
     "tandem/diagnosticsChanged",
+    "tandem/rewind",
 ];
+
+#[path = "rewind.rs"]
+mod rewind;
 
 pub struct Backend {
     daemon: Arc<Daemon>,
@@ -91,6 +95,7 @@ pub fn build_service(
     .custom_method("tandem/deleteSession", Backend::delete_session)
     .custom_method("tandem/forkSession", Backend::fork_session)
     .custom_method("tandem/listMcpServers", Backend::list_mcp_servers)
+    .custom_method("tandem/rewind", Backend::rewind)
     .finish()
 }
 

@@ -119,6 +119,9 @@ fn config_answer(answer: Value) -> Value {
     json!({"jsonrpc": "2.0", "result": {"configOptions": config_options(mode)}})
 }
 
+#[path = "acp_shim_rewind.rs"]
+mod rewind;
+
 impl Shim {
     fn reply(&self, id: &Option<Value>, result: Value) {
         if let Some(id) = id {
@@ -198,7 +201,7 @@ impl Shim {
                 empty_object,
             ),
             "session/fork" => self.fork(id, &params).await,
-            "session/prompt" => self.prompt(id, params),
+            "session/prompt" => self.prompt_or_rewind(id, params).await,
             "session/set_mode" => self.relay_request(
                 id,
                 "tandem/setMode",

@@ -53,7 +53,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 19] = [
+pub const TANDEM_METHODS: [&str; 20] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -73,6 +73,7 @@ pub const TANDEM_METHODS: [&str; 19] = [
     "tandem/listMcpServers",
     "tandem/diagnosticsChanged",
     "tandem/addMcpServers",
+    "tandem/rewind",
 ];
 
 pub(super) type RpcResult<T> = Result<T, ErrorObjectOwned>;
@@ -685,5 +686,6 @@ pub fn module(ctx: Ctx) -> RpcModule<Ctx> {
     register_tandem(&mut module).expect("tandem methods register");
     super::tasks::register(&mut module).expect("task methods register");
     super::session_methods::register(&mut module).expect("session methods register");
+    super::rewind_method::register(&mut module).expect("rewind registers");
     module
 }

@@ -34,6 +34,7 @@ pub mod listen;
 pub mod methods;
 pub mod progress;
 pub mod relay;
+pub mod rewind_method;
 pub mod session_client;
 pub mod session_methods;
 pub mod shim;

@@ -13,6 +13,7 @@ mod language;
 mod mcp;
 mod questions;
 mod review;
+mod rewind;
 mod sessions;
 mod tasks;
 mod trail;
