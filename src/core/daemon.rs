@@ -410,7 +410,6 @@ impl Daemon {
 
     /// Builds a session's environment and spawns its task.
     fn start(&self, session: Arc<Session>, workspace: Arc<Workspace>, projection: Projection) {
-        let provider = crate::provider::from_config(&session.config.model);
         let mut admission: Vec<Arc<dyn AdmissionHook>> = Vec::new();
         if session.config.limits.max_input_chars > 0 {
             admission.push(Arc::new(MaxInputChars(
@@ -452,7 +451,7 @@ impl Daemon {
             .unwrap_or_else(|e| e.into_inner())
             .insert(session.id.clone(), Arc::downgrade(&mcp));
         let env = SessionEnv {
-            provider,
+            providers: Default::default(),
             tools,
             workspace,
             buffers: self.buffers.clone(),

@@ -11,6 +11,7 @@ pub(crate) mod jsonrpc_body;
 pub mod lsp;
 pub mod mcp_servers;
 mod memory;
+pub mod models;
 pub use self::memory::use_one_heap;
 mod sandbox_info;
 pub mod serve;

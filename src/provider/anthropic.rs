@@ -40,6 +40,8 @@ pub struct AnthropicProvider {
     model: String,
     api_key_env: String,
     default_max_tokens: u32,
+    /// `thinking.budget_tokens`, when the session's effort asks for one.
+    thinking_budget: Option<u32>,
 }
 
 impl AnthropicProvider {
@@ -54,6 +56,36 @@ impl AnthropicProvider {
             } else {
                 DEFAULT_MAX_TOKENS
             },
+            thinking_budget: None,
+        }
+    }
+
+    /// The same endpoint thinking with the budget of `effort`
+    /// (`config::models::ANTHROPIC_THINKING_BUDGETS`; `none` or an effort
+    /// without a budget: no thinking).
+    pub fn with_effort(mut self, effort: Option<&str>) -> Self {
+        self.thinking_budget =
+            effort.and_then(|e| crate::config::models::anthropic_thinking_budget(e).flatten());
+        self
+    }
+
+    /// The `max_tokens` and `thinking` of a call whose output cap is
+    /// `max_tokens`: with thinking, the cap is raised above the budget
+    /// (the API requires it) by the cap itself.
+    fn output_limits(&self, max_tokens: u32) -> (u32, Option<ThinkingParam>) {
+        match self.thinking_budget {
+            None => (max_tokens, None),
+            Some(budget) => (
+                if max_tokens > budget {
+                    max_tokens
+                } else {
+                    budget + max_tokens
+                },
+                Some(ThinkingParam {
+                    kind: "enabled",
+                    budget_tokens: budget,
+                }),
+            ),
         }
     }
 
@@ -83,6 +115,7 @@ impl AnthropicProvider {
     /// the ones not cached yet), borrowed, not copied.
     fn body_parts<'a>(&self, request: ModelRequest<'a>) -> BodyParts<'a> {
         let max_tokens = request.max_output_tokens.unwrap_or(self.default_max_tokens);
+        let (max_tokens, thinking) = self.output_limits(max_tokens);
         let frame = MessagesRequest {
             model: &self.model,
             max_tokens,
@@ -90,6 +123,7 @@ impl AnthropicProvider {
             messages: Vec::new(),
             tools: request.tools.iter().map(Tool::from).collect(),
             stream: true,
+            thinking,
         };
         let frame = serde_json::to_vec(&frame).expect("a request body serializes");
         let (head, tail) = cached::split_frame(&frame);
@@ -129,8 +163,12 @@ impl Provider for AnthropicProvider {
 
     fn request_body_from_scratch(&self, request: ModelRequest<'_>) -> Vec<u8> {
         let max_tokens = request.max_output_tokens.unwrap_or(self.default_max_tokens);
-        serde_json::to_vec(&MessagesRequest::new(&self.model, request, max_tokens))
-            .expect("a request body serializes")
+        let (max_tokens, thinking) = self.output_limits(max_tokens);
+        serde_json::to_vec(&MessagesRequest {
+            thinking,
+            ..MessagesRequest::new(&self.model, request, max_tokens)
+        })
+        .expect("a request body serializes")
     }
 
     async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError> {
@@ -155,6 +193,16 @@ struct MessagesRequest<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
     stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<ThinkingParam>,
+}
+
+/// Extended thinking with a token budget (`{"type": "enabled", ...}`).
+#[derive(Serialize)]
+struct ThinkingParam {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u32,
 }
 
 #[derive(Serialize)]
@@ -208,6 +256,7 @@ impl<'a> MessagesRequest<'a> {
             messages: conversation(messages),
             tools: request.tools.iter().map(Tool::from).collect(),
             stream: true,
+            thinking: None,
         }
     }
 }

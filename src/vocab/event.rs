@@ -376,6 +376,10 @@ pub enum Event {
         session: Usage,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost: Option<Cost>,
+        /// How much of the model's context is in use after the call
+        /// (absent in logs written before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context: Option<ContextUse>,
     },
     TurnEnd {
         turn_id: TurnId,
@@ -455,6 +459,16 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         about: Option<String>,
     },
+    // Issue 29 (models and effort per session) adds from here.
+    /// The session's next model requests use model `model` (`default` is
+    /// `[model]`, else a `[models.<id>]`), `name` on the wire, at
+    /// `effort` (none: no effort is sent).
+    ModelChanged {
+        model: String,
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        effort: Option<String>,
+    },
     // Context overflow that compaction cannot fix (issue 28).
     /// After the provider said the request does not fit its context, the
     /// newest tool results were cut head-and-tail to fit (each to
@@ -486,6 +500,14 @@ pub struct FileDiff {
     pub new_text: String,
 }
 
+/// Tokens in the model's context and the size of its window: after a call,
+/// its input and output; after a compaction, the estimate of what is left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextUse {
+    pub used: u64,
+    pub size: u64,
+}
+
 /// Costs in US dollars of a call, its turn and its session.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Cost {
@@ -501,6 +523,7 @@ impl Event {
             Event::InputQueued { .. }
             | Event::InputDiscarded { .. }
             | Event::ModeChanged { .. }
+            | Event::ModelChanged { .. }
             | Event::TitleChanged { .. } => None,
             Event::Instructions { turn_id, .. } => turn_id.as_deref(),
             Event::TurnStart { turn_id }
@@ -546,6 +569,7 @@ impl Event {
                 | Event::UserMessage { .. }
                 | Event::ApprovalDecided { .. }
                 | Event::ModeChanged { .. }
+                | Event::ModelChanged { .. }
                 | Event::TitleChanged { .. }
                 | Event::Compacted { .. }
                 | Event::TurnEnd { .. }

@@ -23,6 +23,7 @@ mod loop_inprocess;
 mod loop_wire;
 mod lsp_wire;
 mod mcp;
+mod models;
 mod nvim;
 mod provider_anthropic;
 mod provider_openai;

@@ -31,12 +31,14 @@ mod gates;
 mod instructions;
 mod loops;
 mod mcp_approval;
+mod model;
 mod overflow;
 mod recovery;
 mod scheduler;
 mod step;
 mod stream;
 mod turn;
+mod usage;
 
 use std::sync::Arc;
 
@@ -47,7 +49,6 @@ use super::projection::Projection;
 use super::session::{Session, StartedWork, TurnReceipt, Work};
 use super::spend::SpendBook;
 use crate::buffers::BufferCache;
-use crate::provider::Provider;
 use crate::tools::ToolRegistry;
 use crate::vocab::bridge::ClientBridge;
 use crate::vocab::event::Usage;
@@ -56,11 +57,13 @@ use crate::workspace::Workspace;
 pub use self::admission::{Admission, AdmissionHook, ClaimedInput, MaxInputChars};
 pub use self::approval::command_scope;
 pub use self::loops::LoopDetector;
+pub use self::model::ProviderSlot;
 pub use self::recovery::{recovery_policy, Recovery};
 
 /// What a session's turns run with.
 pub struct SessionEnv {
-    pub provider: Arc<dyn Provider>,
+    /// The provider of the session's model in force.
+    pub providers: ProviderSlot,
     pub tools: ToolRegistry,
     pub workspace: Arc<Workspace>,
     pub buffers: Arc<BufferCache>,
@@ -77,6 +80,7 @@ pub struct SessionEnv {
 /// each, answering the prompt's receipt when its turn has ended.
 pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection: Projection) {
     let mut session_usage = session.restored_usage();
+    let mut session_cost = session.restored_cost();
     let mut loops = LoopDetector::default();
     while let Some(StartedWork {
         work,
@@ -104,9 +108,14 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
             }
             Work::Wake => None,
         };
+        let model = session.model();
         let mut turn = Turn {
             session: &session,
             env: &env,
+            provider: env.providers.provider(&model),
+            model,
+            cost: None,
+            session_cost: &mut session_cost,
             tool_specs: Vec::new(),
             limits: &session.config.limits,
             projection: &mut projection,

@@ -33,12 +33,13 @@ use crate::vocab::bridge::ClientAbilities;
 use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
-const TANDEM_METHODS: [&str; 12] = [
+const TANDEM_METHODS: [&str; 13] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
     "tandem/cancel",
     "tandem/setMode",
+    "tandem/setModel",
     "tandem/listSessions",
     "tandem/loadSession",
     "tandem/runTask",
@@ -72,6 +73,7 @@ pub fn build_service(
     .custom_method("tandem/prompt", Backend::prompt)
     .custom_method("tandem/steer", Backend::steer)
     .custom_method("tandem/setMode", Backend::set_mode)
+    .custom_method("tandem/setModel", Backend::set_model)
     .custom_method("tandem/listSessions", Backend::list_sessions)
     .custom_method("tandem/loadSession", Backend::load_session)
     .custom_method("tandem/cancel", Backend::cancel)
@@ -410,6 +412,7 @@ impl Backend {
                 session_id: session.id.clone(),
                 mode: session.mode().as_str().to_string(),
                 instructions: crate::frontend::updates::instruction_files(&session.instructions()),
+                model_state: crate::frontend::models::model_state(&session),
             })
         })
         .await
@@ -515,6 +518,21 @@ impl Backend {
         .await
     }
 
+    async fn set_model(
+        &self,
+        params: crate::protocol::SetModelParams,
+    ) -> Result<crate::protocol::ModelState> {
+        guarded("tandem/setModel", async move {
+            let session = self
+                .daemon
+                .session(&params.session_id)
+                .map_err(daemon_error)?;
+            crate::frontend::models::set_model(&session, &params.model, params.effort.as_deref())
+                .map_err(Error::invalid_params)
+        })
+        .await
+    }
+
     async fn set_mode(&self, params: SetModeParams) -> Result<SetModeResult> {
         guarded("tandem/setMode", async move {
             let mode: ApprovalMode = params
@@ -591,6 +609,7 @@ impl Backend {
                 replayed,
                 mode: session.mode().as_str().to_string(),
                 instructions: crate::frontend::updates::instruction_files(&session.instructions()),
+                model_state: crate::frontend::models::model_state(&session),
             })
         })
         .await
