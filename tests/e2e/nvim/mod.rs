@@ -9,6 +9,7 @@ mod harness;
 mod health;
 mod hunks;
 mod mcp;
+mod models;
 mod questions;
 mod review;
 mod sessions;
