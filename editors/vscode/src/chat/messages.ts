@@ -10,6 +10,7 @@ export type FromWebview =
   | { type: 'send'; text: string; attach: Attach[] }
   | { type: 'cancel' }
   | { type: 'setMode'; mode: ApprovalMode }
+  | { type: 'setModel'; model: string; effort?: string }
   | { type: 'newSession' }
   | { type: 'openSession' }
   | { type: 'permission'; requestId: string; optionId: PermissionOptionId | 'cancelled' }
