@@ -99,6 +99,9 @@ function renderModelBar(): void {
     }
     modelSelect.value = state.model;
   }
+  // What the daemon says is in force (the select shows the user's pick at once).
+  modelSelect.dataset.current = state?.model ?? '';
+  effortSelect.dataset.current = state?.effort ?? '';
   const efforts = currentEfforts(transcript);
   effortSelect.hidden = efforts.length === 0;
   if (effortSelect.dataset.efforts !== efforts.join('\n')) {
