@@ -41,6 +41,7 @@ export class ChatSession implements UpdateSink {
   onUpdate(p: ext.UpdateParams): void {
     if (p.sessionId === this.transcript.sessionId) {
       this.fold(p);
+      if (p.update.sessionUpdate === 'current_model_update') this.ctx.setModelName(p.update.name);
       return;
     }
     const list = this.backlog.get(p.sessionId) ?? [];
@@ -59,6 +60,7 @@ export class ChatSession implements UpdateSink {
   /** Shows `sessionId` in the chat, with what arrived for it meanwhile. */
   switchTo(sessionId: string, replay = true, mode?: ext.ApprovalMode, models?: ext.ModelState): void {
     this.fold({ local: 'session', sessionId, mode, models });
+    this.showModel(models);
     void this.state.update(SESSION_KEY, sessionId);
     if (replay) for (const p of this.backlog.get(sessionId) ?? []) apply(this.transcript, p);
     this.backlog.delete(sessionId);
@@ -88,6 +90,7 @@ export class ChatSession implements UpdateSink {
     const loaded = await client.sendRequest(ext.loadSession, { sessionId });
     if (this.transcript.sessionId === sessionId) {
       this.fold({ local: 'session', sessionId, mode: loaded.mode, models: modelState(loaded) });
+      this.showModel(modelState(loaded));
     }
   }
 
@@ -124,6 +127,11 @@ export class ChatSession implements UpdateSink {
     }
   }
 
+  /** The status bar names the model in force. */
+  private showModel(state: ext.ModelState | undefined): void {
+    if (state) this.ctx.setModelName(state.models.find((m) => m.id === state.model)?.name);
+  }
+
   cancel(): void {
     const sessionId = this.transcript.sessionId;
     if (!sessionId || !this.ctx.client?.isRunning()) {
@@ -149,7 +157,10 @@ export class ChatSession implements UpdateSink {
     if (!sessionId) return;
     try {
       const models = await client.sendRequest(ext.setModel, { sessionId, model, effort });
-      if (this.transcript.sessionId === sessionId) this.fold({ local: 'models', models });
+      if (this.transcript.sessionId === sessionId) {
+        this.fold({ local: 'models', models });
+        this.showModel(models);
+      }
     } catch (e) {
       void vscode.window.showErrorMessage(`tandem: ${e instanceof Error ? e.message : String(e)}`);
       // The pickers go back to what is in force.

@@ -310,6 +310,8 @@ test('the model picker switches the model the server receives; the context meter
     // The daemon's answer is in the transcript (`data-current`) before the next prompt goes.
     await chat.locator('select.effort[data-current="high"]').waitFor({ state: 'attached', timeout: 30_000 });
     assert.equal(await model.getAttribute('data-current'), 'fast');
+    // The status bar names the model in force.
+    await wb.page.locator('.statusbar-item', { hasText: 'fast-model' }).first().waitFor({ timeout: 30_000 });
     await wb.send(chat, 'again on fast');
     await chat.locator('.item.agent', { hasText: 'fast answer' }).waitFor({ timeout: 30_000 });
     // By their prompts: another window's daemon may still talk to the server.
