@@ -84,8 +84,16 @@ const attachFile = h('input', { type: 'checkbox', id: 'attach-file' });
 const toolbar = h('div', { class: 'toolbar' },
   button('New', () => vscode.postMessage({ type: 'newSession' }), 'secondary'),
   button('Sessions…', () => vscode.postMessage({ type: 'openSession' }), 'secondary'),
-  h('div', { class: 'session-controls' }, meter, modelSelect, effortSelect, modeSelect),
+  modeSelect,
 );
+// The header's second row: the context meter, then the model and effort.
+const modelBar = h('div', { class: 'model-bar' }, meter, modelSelect, effortSelect);
+
+/** The name the model in force is sent as (the settings' model before a session). */
+function currentModelName(): string | undefined {
+  const state = transcript.models;
+  return state?.models.find((m) => m.id === state.model)?.name ?? model;
+}
 
 /** The pickers and the meter from the transcript's model and context. */
 function renderModelBar(): void {
@@ -111,6 +119,7 @@ function renderModelBar(): void {
   if (state?.effort) effortSelect.value = state.effort;
   const m = contextMeter(transcript);
   meter.hidden = !m;
+  modelBar.hidden = !m && modelSelect.hidden;
   if (m) {
     meterText.textContent = m.text;
     meterFill.style.width = `${Math.round(m.ratio * 100)}%`;
@@ -122,7 +131,7 @@ const attachRow = h('div', { class: 'attach' },
   h('label', {}, attachSelection, ' selection'), h('label', {}, attachFile, ' file'),
 );
 const composer = h('div', { class: 'composer' }, input, h('div', { class: 'actions' }, attachRow, stopButton, sendButton));
-app.append(toolbar, log, empty, status, composer);
+app.append(toolbar, modelBar, log, empty, status, composer);
 
 input.addEventListener('keydown', (e) => {
   if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
@@ -302,7 +311,7 @@ function render(): void {
   stopButton.hidden = !transcript.running;
   status.textContent = transcript.running
     ? `Working…${transcript.lastUsage ? ` (${formatUsage(transcript.lastUsage)})` : ''} — typing now steers the turn`
-    : model ? `Model: ${model}` : '';
+    : currentModelName() ? `Model: ${currentModelName()}` : '';
   if (transcript.mode) modeSelect.value = transcript.mode;
   renderModelBar();
   input.placeholder = transcript.running ? 'Steer the running turn… (Enter to send)' : 'Ask tandem… (Enter to send)';
