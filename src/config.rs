@@ -45,6 +45,9 @@ pub struct ModelConfig {
     /// the first is in force until the user picks another. Empty: none
     /// is sent.
     pub efforts: Vec<String>,
+    /// Whether the model reads images; a prompt with an image for a model
+    /// configured `false` is refused before any call.
+    pub vision: bool,
 }
 
 impl Default for ModelConfig {
@@ -57,6 +60,7 @@ impl Default for ModelConfig {
             context_window: 128_000,
             max_output_tokens: 0,
             efforts: Vec::new(),
+            vision: true,
         }
     }
 }
@@ -94,6 +98,8 @@ pub struct LimitsConfig {
     pub activity_recent_secs: f64,
     /// Longest input a turn admits, in characters; 0 = no limit.
     pub max_input_chars: usize,
+    /// Largest image a prompt may carry, in decoded bytes.
+    pub max_image_bytes: u64,
     /// Compact the history when a request would fill this share of the
     /// context window.
     pub compact_threshold: f64,
@@ -123,6 +129,7 @@ impl Default for LimitsConfig {
             parallel_tools: 4,
             activity_recent_secs: 30.0,
             max_input_chars: 0,
+            max_image_bytes: 5 * 1024 * 1024,
             compact_threshold: 0.8,
             compact_keep_ratio: 0.4,
             max_compactions_without_progress: 2,

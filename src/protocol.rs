@@ -48,6 +48,12 @@ pub enum ContentBlock {
     Resource {
         resource: EmbeddedResource,
     },
+    /// An image, base64 (ACP's ImageContent; `uri` is ignored).
+    #[serde(rename_all = "camelCase")]
+    Image {
+        data: String,
+        mime_type: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -52,6 +52,10 @@ pub enum DaemonError {
     Config(#[from] ConfigError),
     #[error("session storage: {0}")]
     Storage(String),
+    /// The prompt's content is refused (an image too big, or for a model
+    /// without vision); nothing was queued.
+    #[error("{0}")]
+    Prompt(String),
 }
 
 /// How to start a daemon.
@@ -291,8 +295,12 @@ impl Daemon {
         // both try to open (and lock) its log.
         let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
         if let Ok(session) = self.session(id) {
-            let (_, events) =
+            let (_, mut events) =
                 read_log(session.log.path()).map_err(|e| DaemonError::Storage(e.to_string()))?;
+            crate::core::images::load_images(
+                &crate::core::images::images_dir(session.log.path()),
+                &mut events,
+            );
             for event in &events {
                 self.sink.on_replay(id, event);
             }
@@ -311,6 +319,7 @@ impl Daemon {
             SessionLog::open(&path, self.durability, Arc::new(NullSink))
                 .map_err(|e| DaemonError::Storage(e.to_string()))?;
         events.extend(recover_interrupted(&log, &events));
+        crate::core::images::load_images(&crate::core::images::images_dir(&path), &mut events);
         let log = log.with_sink(self.sink.clone());
         // The session's own folder; else the editor's folders now; else the
         // folders it was created in (a headless load, an editor without
@@ -562,6 +571,7 @@ impl Daemon {
         buffers: Option<Arc<BufferCache>>,
     ) -> Result<(String, oneshot::Receiver<TurnReceipt>), DaemonError> {
         let session = self.session(session_id)?;
+        let content = admit_session_images(&session, content)?;
         let content = self.embed_resources(content, buffers.as_ref().unwrap_or(&self.buffers));
         Ok(session.enqueue_prompt_reading(content, buffers))
     }
@@ -585,6 +595,7 @@ impl Daemon {
         buffers: Option<Arc<BufferCache>>,
     ) -> Result<String, DaemonError> {
         let session = self.session(session_id)?;
+        let content = admit_session_images(&session, content)?;
         let content = self.embed_resources(content, buffers.as_ref().unwrap_or(&self.buffers));
         Ok(session.enqueue_steer_reading(content, wake, buffers))
     }
@@ -641,6 +652,23 @@ impl Daemon {
             session.log.sync();
         }
     }
+}
+
+/// Checks a prompt's images against the session's model and stores them
+/// beside its log ([`crate::core::images`]).
+fn admit_session_images(
+    session: &Session,
+    content: Vec<UserContent>,
+) -> Result<Vec<UserContent>, DaemonError> {
+    // The model in force (a session may have switched from `[model]`).
+    let model = session.model().config;
+    let policy = crate::core::images::ImagePolicy {
+        model: model.name,
+        vision: model.vision,
+        max_bytes: session.config.limits.max_image_bytes,
+    };
+    let dir = crate::core::images::images_dir(session.log.path());
+    crate::core::images::admit_images(content, &dir, &policy).map_err(DaemonError::Prompt)
 }
 
 /// Session ids are what `new_session` makes: hex digits (a path-safe name).

@@ -78,6 +78,8 @@ impl Daemon {
             }
         }
         let path = self.sessions_dir().join(format!("{id}.jsonl"));
+        // Its images go with it (none: nothing to remove).
+        let _ = std::fs::remove_dir_all(crate::core::images::images_dir(&path));
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

@@ -6,6 +6,7 @@ pub mod daemon;
 pub mod driver;
 pub mod guards;
 pub mod history;
+pub mod images;
 pub mod instructions;
 pub mod ledger;
 pub mod liveness;

@@ -12,7 +12,7 @@ pub const MAX_RENAMED_CHARS: usize = 200;
 
 /// The title a prompt gives a session: the first non-blank line of its
 /// first text block with any (else the name of the first file it
-/// attaches), at most [`TITLE_CHARS`] characters, cut with `…`. `None`
+/// attaches, else `image (png)`), at most [`TITLE_CHARS`] characters, cut with `…`. `None`
 /// for a prompt with nothing to name it by.
 pub fn title_of_prompt(content: &[UserContent]) -> Option<String> {
     let line = content.iter().find_map(|block| match block {
@@ -21,7 +21,7 @@ pub fn title_of_prompt(content: &[UserContent]) -> Option<String> {
             .map(str::trim)
             .find(|line| !line.is_empty())
             .map(str::to_string),
-        UserContent::Resource { .. } => None,
+        UserContent::Resource { .. } | UserContent::Image { .. } => None,
     });
     let line = line.or_else(|| {
         content.iter().find_map(|block| match block {
@@ -29,6 +29,11 @@ pub fn title_of_prompt(content: &[UserContent]) -> Option<String> {
                 let name = uri.split('#').next()?.rsplit('/').next()?;
                 (!name.is_empty()).then(|| name.to_string())
             }
+            // An image-only prompt is named by its first image.
+            UserContent::Image { mime_type, .. } => Some(format!(
+                "image ({})",
+                crate::vocab::image::image_kind(mime_type)
+            )),
             UserContent::Text { .. } => None,
         })
     })?;

@@ -29,6 +29,7 @@ pub fn daemon_error_parts(error: DaemonError) -> (i64, String, Option<serde_json
         DaemonError::Config(e) => (error_code::INVALID_CONFIG, e.to_string(), None),
         DaemonError::Storage(message) => (error_code::SESSION_STORAGE, message, None),
         DaemonError::Busy(message) => (error_code::SESSION_BUSY, message, None),
+        DaemonError::Prompt(message) => (-32602, format!("invalid params: {message}"), None),
     }
 }
 
@@ -60,6 +61,22 @@ fn wire_content(content: &[UserContent]) -> Vec<ContentBlock> {
                     mime_type: None,
                 },
             },
+            UserContent::Image {
+                mime_type,
+                bytes,
+                data,
+                ..
+            } => match data.base64() {
+                Some(data) => ContentBlock::Image {
+                    data: data.to_string(),
+                    mime_type: mime_type.clone(),
+                },
+                None => text_block(&format!(
+                    "[image ({}, {}) not available]",
+                    crate::vocab::image::image_kind(mime_type),
+                    crate::vocab::image::human_size(*bytes)
+                )),
+            },
         })
         .collect()
 }
@@ -74,6 +91,13 @@ pub fn user_content(prompt: Vec<ContentBlock>) -> Vec<UserContent> {
             ContentBlock::Resource { resource } => UserContent::Resource {
                 uri: resource.uri,
                 text: resource.text,
+            },
+            // Checked, hashed and stored by the daemon before it is queued.
+            ContentBlock::Image { data, mime_type } => UserContent::Image {
+                mime_type,
+                sha256: String::new(),
+                bytes: 0,
+                data: crate::vocab::image::ImageData(Some(data.into())),
             },
         })
         .collect()
@@ -143,6 +167,8 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             output_delta: Some(text.clone()),
             waiting_for: None,
         },
+        // Editors read the result's text, which says the image was passed on.
+        Event::ToolImage { .. } => return None,
         Event::ToolDiff { call_id, files, .. } => SessionUpdate::ToolCallUpdate {
             tool_call_id: call_id.clone(),
             status: None,

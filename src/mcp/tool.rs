@@ -12,7 +12,8 @@ use serde_json::{Map, Value};
 use super::rmcp_client::ListedTool;
 use super::server::McpServer;
 use crate::tools::exec::cap_like_command_output;
-use crate::tools::{ApprovalClass, ExecMode, McpTarget, Tool, ToolContext, ToolError};
+use crate::tools::{ApprovalClass, ExecMode, McpTarget, Tool, ToolContext, ToolError, ToolEvent};
+use crate::vocab::image::{human_size, IMAGE_TYPES};
 
 pub struct McpTool {
     pub(super) server: Arc<McpServer>,
@@ -98,7 +99,7 @@ impl Tool for McpTool {
         format!("{} ({})", tool, self.server.name)
     }
 
-    async fn run(&self, args: Value, _ctx: &ToolContext) -> Result<String, ToolError> {
+    async fn run(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
         let arguments = match args {
             Value::Object(map) => map,
             Value::Null => Map::new(),
@@ -114,7 +115,12 @@ impl Tool for McpTool {
             .call(&self.listed.name, arguments)
             .await
             .map_err(ToolError::new)?;
-        let (text, is_error) = render_result(&result);
+        let (text, is_error, images) =
+            render_result_with_images(&result, ctx.vision.then_some(ctx.max_image_bytes));
+        // Logged before the result, read by the model after its block.
+        for (mime_type, data) in images {
+            (ctx.emit)(ToolEvent::Image { mime_type, data });
+        }
         let text = cap_like_command_output(&text);
         if is_error {
             Err(ToolError::new(text))
@@ -144,6 +150,18 @@ impl Tool for McpTool {
 /// text (unless a text part already is that JSON); what tandem cannot pass
 /// on (images, audio) said so.
 pub fn render_result(result: &Value) -> (String, bool) {
+    let (text, is_error, _) = render_result_with_images(result, None);
+    (text, is_error)
+}
+
+/// [`render_result`], and the images to pass on as image parts
+/// (`(mime type, base64)`) when the model reads images up to
+/// `max_image_bytes` (`None`: it does not); the text says where each went.
+pub fn render_result_with_images(
+    result: &Value,
+    max_image_bytes: Option<u64>,
+) -> (String, bool, Vec<(String, String)>) {
+    let mut images = Vec::new();
     let mut parts: Vec<String> = Vec::new();
     for block in result
         .get("content")
@@ -155,8 +173,30 @@ pub fn render_result(result: &Value) -> (String, bool) {
         let text = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("");
         match kind {
             "text" => parts.push(text("text").to_string()),
-            "image" | "audio" => parts.push(format!(
-                "[{kind} ({}, {} bytes): not shown; tandem passes only text from MCP tools to the model]",
+            "image" => {
+                let (mime, data) = (text("mimeType"), text("data"));
+                let bytes = (data.len() * 3 / 4) as u64;
+                let label = format!("image ({mime}, {})", human_size(bytes));
+                parts.push(match max_image_bytes {
+                    None => format!(
+                        "[{label}: not shown; the model is configured without vision ([model] vision = false)]"
+                    ),
+                    Some(_) if !IMAGE_TYPES.contains(&mime) => format!(
+                        "[{label}: not shown; tandem passes {} images]",
+                        IMAGE_TYPES.join(", ")
+                    ),
+                    Some(max) if bytes > max => format!(
+                        "[{label}: not shown; over the {} limit ([limits] max_image_bytes)]",
+                        human_size(max)
+                    ),
+                    Some(_) => {
+                        images.push((mime.to_string(), data.to_string()));
+                        format!("[{label}: attached after the tool results]")
+                    }
+                });
+            }
+            "audio" => parts.push(format!(
+                "[audio ({}, {} bytes): not shown; tandem passes only text and images from MCP tools to the model]",
                 text("mimeType"),
                 text("data").len() * 3 / 4
             )),
@@ -183,7 +223,7 @@ pub fn render_result(result: &Value) -> (String, bool) {
         }
     }
     let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
-    (parts.join("\n"), is_error)
+    (parts.join("\n"), is_error, images)
 }
 
 #[cfg(test)]
@@ -201,7 +241,20 @@ mod tests {
         assert!(!error);
         assert_eq!(
             text,
-            "Echo: hi\n[image (image/png, 3 bytes): not shown; tandem passes only text from MCP tools to the model]\n{\"n\":1}"
+            "Echo: hi\n[image (image/png, 3 B): not shown; the model is configured without vision ([model] vision = false)]\n{\"n\":1}"
+        );
+        let (text, _, images) = render_result_with_images(
+            &json!({"content": [{"type": "image", "mimeType": "image/png", "data": "AAAA"},
+                                {"type": "image", "mimeType": "image/png", "data": "A".repeat(40)},
+                                {"type": "image", "mimeType": "image/svg+xml", "data": "AAAA"}]}),
+            Some(10),
+        );
+        assert_eq!(images, vec![("image/png".to_string(), "AAAA".to_string())]);
+        assert_eq!(
+            text,
+            "[image (image/png, 3 B): attached after the tool results]\n\
+             [image (image/png, 30 B): not shown; over the 10 B limit ([limits] max_image_bytes)]\n\
+             [image (image/svg+xml, 3 B): not shown; tandem passes image/png, image/jpeg, image/gif, image/webp images]"
         );
         let (text, _) = render_result(&json!({
             "content": [{"type": "text", "text": "{\"n\": 1}"}],

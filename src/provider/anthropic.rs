@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::body::BodyParts;
 use super::cached;
 use super::http::{self, SseDecoder, SseEvent};
+use super::thinking::{self, ThinkingParam};
 use super::{
     Completion, ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError, ProviderStream,
     StreamEvent, ToolSpec,
@@ -60,33 +61,11 @@ impl AnthropicProvider {
         }
     }
 
-    /// The same endpoint thinking with the budget of `effort`
-    /// (`config::models::ANTHROPIC_THINKING_BUDGETS`; `none` or an effort
-    /// without a budget: no thinking).
+    /// The same endpoint thinking with the budget of `effort` (see
+    /// [`thinking`](super::thinking)).
     pub fn with_effort(mut self, effort: Option<&str>) -> Self {
-        self.thinking_budget =
-            effort.and_then(|e| crate::config::models::anthropic_thinking_budget(e).flatten());
+        self.thinking_budget = thinking::budget_of(effort);
         self
-    }
-
-    /// The `max_tokens` and `thinking` of a call whose output cap is
-    /// `max_tokens`: with thinking, the cap is raised above the budget
-    /// (the API requires it) by the cap itself.
-    fn output_limits(&self, max_tokens: u32) -> (u32, Option<ThinkingParam>) {
-        match self.thinking_budget {
-            None => (max_tokens, None),
-            Some(budget) => (
-                if max_tokens > budget {
-                    max_tokens
-                } else {
-                    budget + max_tokens
-                },
-                Some(ThinkingParam {
-                    kind: "enabled",
-                    budget_tokens: budget,
-                }),
-            ),
-        }
     }
 
     pub(super) fn headers(&self) -> HeaderMap {
@@ -115,7 +94,7 @@ impl AnthropicProvider {
     /// the ones not cached yet), borrowed, not copied.
     fn body_parts<'a>(&self, request: ModelRequest<'a>) -> BodyParts<'a> {
         let max_tokens = request.max_output_tokens.unwrap_or(self.default_max_tokens);
-        let (max_tokens, thinking) = self.output_limits(max_tokens);
+        let (max_tokens, thinking) = thinking::output_limits(self.thinking_budget, max_tokens);
         let frame = MessagesRequest {
             model: &self.model,
             max_tokens,
@@ -163,7 +142,7 @@ impl Provider for AnthropicProvider {
 
     fn request_body_from_scratch(&self, request: ModelRequest<'_>) -> Vec<u8> {
         let max_tokens = request.max_output_tokens.unwrap_or(self.default_max_tokens);
-        let (max_tokens, thinking) = self.output_limits(max_tokens);
+        let (max_tokens, thinking) = thinking::output_limits(self.thinking_budget, max_tokens);
         serde_json::to_vec(&MessagesRequest {
             thinking,
             ..MessagesRequest::new(&self.model, request, max_tokens)
@@ -197,14 +176,6 @@ struct MessagesRequest<'a> {
     thinking: Option<ThinkingParam>,
 }
 
-/// Extended thinking with a token budget (`{"type": "enabled", ...}`).
-#[derive(Serialize)]
-struct ThinkingParam {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    budget_tokens: u32,
-}
-
 #[derive(Serialize)]
 struct Message<'a> {
     role: Role,
@@ -227,6 +198,9 @@ enum Block<'a> {
     },
     Text {
         text: &'a str,
+    },
+    Image {
+        source: super::images::ImageSource<'a>,
     },
     ToolUse {
         id: &'a str,
@@ -292,7 +266,13 @@ fn system_prompt<'a>(messages: impl Iterator<Item = &'a ModelMessage>) -> Option
 fn message_blocks(message: &ModelMessage) -> Option<(Role, Vec<Block<'_>>)> {
     let (role, blocks) = match message {
         ModelMessage::System { .. } => return None,
-        ModelMessage::User { text } => (Role::User, text_block(text).into_iter().collect()),
+        ModelMessage::User { text, images } => {
+            let images = images.iter().map(|i| Block::Image { source: i.into() });
+            (
+                Role::User,
+                text_block(text).into_iter().chain(images).collect(),
+            )
+        }
         ModelMessage::Tool { call_id, content } => (
             Role::User,
             vec![Block::ToolResult {
@@ -764,79 +744,5 @@ fn stream_error(error: &ApiError) -> ProviderError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn malformed_tool_arguments_are_sent_as_an_empty_object() {
-        let call = |arguments: &str| ToolCallRequest {
-            id: "t".into(),
-            name: "grep".into(),
-            arguments: arguments.into(),
-        };
-        let input = |arguments: &str| match tool_use_block(&call(arguments)) {
-            Block::ToolUse { input, .. } => input,
-            _ => unreachable!(),
-        };
-        assert_eq!(input(r#"{"pattern":"x"}"#), json!({"pattern": "x"}));
-        assert_eq!(input(r#"{"pattern":"#), json!({}));
-        assert_eq!(input(r#"[1]"#), json!({}));
-        assert_eq!(input(""), json!({}));
-    }
-
-    #[test]
-    fn unsigned_thinking_and_empty_text_are_not_sent() {
-        let messages = [
-            ModelMessage::User { text: "q".into() },
-            ModelMessage::Assistant {
-                text: String::new(),
-                thinking: Some(Thinking {
-                    text: "from another provider".into(),
-                    signature: None,
-                }),
-                tool_calls: vec![],
-            },
-            ModelMessage::User {
-                text: "again".into(),
-            },
-        ];
-        let body = serde_json::to_value(conversation(messages.iter())).unwrap();
-        assert_eq!(
-            body,
-            json!([{"role": "user", "content": [
-                {"type": "text", "text": "q"},
-                {"type": "text", "text": "again"}
-            ]}])
-        );
-    }
-
-    #[test]
-    fn stream_errors_are_classified_by_type() {
-        let kind = |kind: &str, message: &str| {
-            stream_error(&ApiError {
-                kind: kind.into(),
-                message: message.into(),
-            })
-            .kind
-        };
-        assert_eq!(
-            kind("overloaded_error", "Overloaded"),
-            ErrorKind::Overloaded
-        );
-        assert_eq!(kind("rate_limit_error", "slow"), ErrorKind::RateLimited);
-        assert_eq!(kind("authentication_error", "bad key"), ErrorKind::Auth);
-        assert_eq!(kind("permission_error", "no"), ErrorKind::Auth);
-        assert_eq!(
-            kind(
-                "invalid_request_error",
-                "prompt is too long: 210000 tokens > 200000 maximum"
-            ),
-            ErrorKind::ContextOverflow
-        );
-        assert_eq!(
-            kind("invalid_request_error", "bad field"),
-            ErrorKind::BadRequest
-        );
-    }
-}
+#[path = "anthropic_tests.rs"]
+mod tests;

@@ -14,8 +14,10 @@ pub mod anthropic;
 mod body;
 mod cached;
 mod http;
+mod images;
 pub mod models;
 pub mod openai;
+mod thinking;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +30,7 @@ use crate::config::{ModelConfig, ProviderKind};
 use crate::vocab::event::{FinishReason, Thinking, ToolCallRequest, Usage};
 
 pub use self::cached::CachedMessage;
+pub use self::images::ImagePart;
 
 /// One message of the model's context, in provider-neutral form.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +40,8 @@ pub enum ModelMessage {
     },
     User {
         text: String,
+        /// Images after the text (`ModelMessage::user` for none).
+        images: Vec<ImagePart>,
     },
     Assistant {
         text: String,
@@ -50,10 +55,21 @@ pub enum ModelMessage {
 }
 
 impl ModelMessage {
+    /// A user message of text alone.
+    pub fn user(text: impl Into<String>) -> Self {
+        ModelMessage::User {
+            text: text.into(),
+            images: Vec::new(),
+        }
+    }
+
     /// Rough size in bytes of the message's text.
     pub fn len_hint(&self) -> usize {
         match self {
-            ModelMessage::System { text } | ModelMessage::User { text } => text.len(),
+            ModelMessage::System { text } => text.len(),
+            ModelMessage::User { text, images } => {
+                text.len() + images.len() * ImagePart::ESTIMATED_CHARS
+            }
             ModelMessage::Assistant {
                 text, tool_calls, ..
             } => text.len() + tool_calls.iter().map(|c| c.arguments.len()).sum::<usize>(),

@@ -178,6 +178,11 @@ enum ChatMessage<'a> {
     User {
         content: &'a str,
     },
+    /// A user message with images: its content as parts.
+    #[serde(rename = "user")]
+    UserParts {
+        content: Vec<super::images::ChatPart<'a>>,
+    },
     Assistant {
         /// `null` when the message is only tool calls, as OpenAI sends it.
         content: Option<&'a str>,
@@ -242,7 +247,12 @@ impl<'a> From<&'a ModelMessage> for ChatMessage<'a> {
     fn from(message: &'a ModelMessage) -> Self {
         match message {
             ModelMessage::System { text } => ChatMessage::System { content: text },
-            ModelMessage::User { text } => ChatMessage::User { content: text },
+            ModelMessage::User { text, images } if images.is_empty() => {
+                ChatMessage::User { content: text }
+            }
+            ModelMessage::User { text, images } => ChatMessage::UserParts {
+                content: super::images::chat_parts(text, images),
+            },
             // Reasoning is not sent back: chat-completions servers neither
             // need nor accept it.
             ModelMessage::Assistant {

@@ -73,6 +73,10 @@ pub struct ToolContext {
     /// the model's request to leave the sandbox, or allowed it where no
     /// sandbox exists.
     pub unsandboxed: bool,
+    /// The model reads images (`[model] vision`), each up to
+    /// `max_image_bytes`: a tool may then emit [`ToolEvent::Image`].
+    pub vision: bool,
+    pub max_image_bytes: u64,
 }
 
 impl ToolContext {
@@ -94,6 +98,8 @@ impl ToolContext {
             env_allow: Vec::new(),
             sandbox: Default::default(),
             unsandboxed: false,
+            vision: false,
+            max_image_bytes: 0,
         }
     }
 }
@@ -106,6 +112,9 @@ pub enum ToolEvent {
     /// The files a call proposes or makes changes to, for editors to
     /// render (all of them at once: ACP clients replace a call's content).
     Diffs(Vec<crate::vocab::event::FileDiff>),
+    /// An image the call returned (base64), for a model with vision
+    /// (`ToolContext::vision`); logged as the call's `tool_image`.
+    Image { mime_type: String, data: String },
     /// A new plan (`update_plan`).
     Plan {
         explanation: Option<String>,

@@ -159,6 +159,17 @@ pub enum UserContent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         text: Option<String>,
     },
+    /// An image the user attached: the log names it by the SHA-256 of its
+    /// bytes (the file `<session>.images/<sha256>.<ext>` beside the log
+    /// holds them); `data` is its base64 text in memory only.
+    Image {
+        mime_type: String,
+        sha256: String,
+        /// Decoded size in bytes.
+        bytes: u64,
+        #[serde(skip)]
+        data: super::image::ImageData,
+    },
 }
 
 /// Which inbox queue an input went to.
@@ -314,6 +325,18 @@ pub enum Event {
         turn_id: TurnId,
         call_id: String,
         text: String,
+    },
+    /// An image a tool returned (an MCP server's), for a model with vision:
+    /// stored like a prompt's, by hash beside the log; logged before the
+    /// call's result, and read by the model after its block of results.
+    ToolImage {
+        turn_id: TurnId,
+        call_id: String,
+        mime_type: String,
+        sha256: String,
+        bytes: u64,
+        #[serde(skip)]
+        data: super::image::ImageData,
     },
     /// The file changes a tool proposed or made, for editors to render.
     ToolDiff {
@@ -541,6 +564,7 @@ impl Event {
             | Event::ToolCall { turn_id, .. }
             | Event::ToolStarted { turn_id, .. }
             | Event::ToolOutput { turn_id, .. }
+            | Event::ToolImage { turn_id, .. }
             | Event::ToolDiff { turn_id, .. }
             | Event::ToolWaiting { turn_id, .. }
             | Event::ApprovalDecided { turn_id, .. }

@@ -10,6 +10,7 @@ pub mod approval;
 pub mod bridge;
 pub mod edit;
 pub mod event;
+pub mod image;
 pub mod instructions;
 pub mod plan;
 pub mod pricing;

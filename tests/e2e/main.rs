@@ -15,6 +15,7 @@ mod doctor;
 mod exec_cli;
 mod freed_memory;
 mod guards;
+mod images;
 mod instructions;
 mod invalid_bodies;
 mod layers;

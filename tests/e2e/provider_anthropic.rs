@@ -14,7 +14,7 @@ use crate::support::model_server::{ModelServer, Reply, SseStep, MODEL_NAME};
 use crate::support::{drain, Drained};
 
 fn user(text: &str) -> Vec<ModelMessage> {
-    vec![ModelMessage::User { text: text.into() }]
+    vec![ModelMessage::user(text)]
 }
 
 /// The messages as the projection holds them, beside their serialized forms.
@@ -200,9 +200,7 @@ async fn request_body_has_top_level_system_max_tokens_tool_results_and_signed_th
         ModelMessage::System {
             text: "Workspace: /w".into(),
         },
-        ModelMessage::User {
-            text: "read a and b".into(),
-        },
+        ModelMessage::user("read a and b"),
         ModelMessage::Assistant {
             text: "Reading.".into(),
             thinking: Some(Thinking {
@@ -230,9 +228,7 @@ async fn request_body_has_top_level_system_max_tokens_tool_results_and_signed_th
             call_id: "toolu_b".into(),
             content: "B".into(),
         },
-        ModelMessage::User {
-            text: "also check c".into(),
-        },
+        ModelMessage::user("also check c"),
     ];
     let tools = vec![ToolSpec {
         name: "read_file".into(),

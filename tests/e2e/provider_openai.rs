@@ -18,7 +18,7 @@ use crate::support::model_server::{
 use crate::support::{drain, Drained};
 
 fn user(text: &str) -> Vec<ModelMessage> {
-    vec![ModelMessage::User { text: text.into() }]
+    vec![ModelMessage::user(text)]
 }
 
 /// The messages as the projection holds them, beside their serialized forms.
@@ -94,9 +94,7 @@ async fn request_body_carries_model_stream_options_tools_and_messages_in_order()
         ModelMessage::System {
             text: "be brief".into(),
         },
-        ModelMessage::User {
-            text: "read a and b".into(),
-        },
+        ModelMessage::user("read a and b"),
         ModelMessage::Assistant {
             text: String::new(),
             thinking: Some(Thinking {
@@ -129,9 +127,7 @@ async fn request_body_carries_model_stream_options_tools_and_messages_in_order()
             thinking: None,
             tool_calls: vec![],
         },
-        ModelMessage::User {
-            text: "thanks".into(),
-        },
+        ModelMessage::user("thanks"),
     ];
     let tools = vec![ToolSpec {
         name: "read_file".into(),

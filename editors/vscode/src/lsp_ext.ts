@@ -12,7 +12,8 @@ export const APPROVAL_MODES: readonly ApprovalMode[] = ['read-only', 'review', '
 export type ContentBlock =
   | { type: 'text'; text: string }
   | { type: 'resource_link'; uri: string; name?: string }
-  | { type: 'resource'; resource: { uri: string; text?: string; mimeType?: string } };
+  | { type: 'resource'; resource: { uri: string; text?: string; mimeType?: string } }
+  | { type: 'image'; mimeType: string; data: string };
 
 export interface Usage {
   inputTokens: number;

@@ -39,7 +39,7 @@ export function activate(extCtx: vscode.ExtensionContext): void {
         if (await ctx!.ensureClient()) await chat.restore();
         break;
       case 'send':
-        await chat.send(m.text, m.attach);
+        await chat.send(m.text, m.attach, m.images ?? []);
         break;
       case 'cancel':
         chat.cancel();

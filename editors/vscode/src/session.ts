@@ -10,7 +10,7 @@ import type { Ctx, UpdateSink } from './ctx';
 import * as ext from './lsp_ext';
 import { apply, emptyTranscript, type LocalEvent, type Transcript, type TranscriptEvent } from './chat/transcript';
 import type { ChatView } from './chat/view';
-import type { Attach } from './chat/messages';
+import type { Attach, PromptImage } from './chat/messages';
 
 const SESSION_KEY = 'tandem.sessionId';
 /** Updates kept per session the chat does not show, to replay when it switches there. */
@@ -103,21 +103,24 @@ export class ChatSession implements UpdateSink {
     return sessionId;
   }
 
-  async send(text: string, attach: Attach[]): Promise<void> {
+  async send(text: string, attach: Attach[], pasted: PromptImage[] = []): Promise<void> {
     const client = await this.ctx.ensureClient();
     if (!client) return;
     await this.restore();
     const blocks = attachments(attach);
-    const sessionId = this.transcript.sessionId ?? (await this.newSession(text.split('\n')[0].slice(0, 80)));
+    const images = imageBlocks(pasted);
+    const title = text.split('\n')[0].slice(0, 80) || (images.length > 0 ? 'image' : '');
+    const sessionId = this.transcript.sessionId ?? (await this.newSession(title));
     if (!sessionId) return;
-    const promptBlocks: ext.ContentBlock[] = [{ type: 'text', text }, ...blocks];
+    const promptBlocks: ext.ContentBlock[] = [{ type: 'text', text }, ...images, ...blocks];
+    const shown = [...pasted.map((i) => `image (${i.mimeType.replace(/^image\//, '')})`), ...blocks.map(uriOf)];
     if (this.transcript.running) {
       // Typing while a turn runs steers it.
-      this.fold({ local: 'prompt_sent', text, attachments: blocks.map(uriOf) });
+      this.fold({ local: 'prompt_sent', text, attachments: shown });
       await client.sendRequest(ext.steer, { sessionId, prompt: promptBlocks });
       return;
     }
-    this.fold({ local: 'prompt_sent', text, attachments: blocks.map(uriOf) });
+    this.fold({ local: 'prompt_sent', text, attachments: shown });
     try {
       const r = await client.sendRequest(ext.prompt, { sessionId, prompt: promptBlocks });
       if (r.stopReason === 'error' && r.message) void vscode.window.showErrorMessage(`tandem: ${r.message}`);
@@ -176,6 +179,11 @@ function modelState(r: ext.ModelState): ext.ModelState | undefined {
 
 function uriOf(b: ext.ContentBlock): string {
   return b.type === 'resource' ? b.resource.uri : b.type === 'resource_link' ? b.uri : '';
+}
+
+/** Pasted or dropped images as `image` blocks. */
+export function imageBlocks(images: PromptImage[]): ext.ContentBlock[] {
+  return images.map(({ mimeType, data }) => ({ type: 'image', mimeType, data }));
 }
 
 /** The active editor's selection or file as `resource` blocks (unsaved text included). */

@@ -333,3 +333,32 @@ test('the model picker switches the model the server receives; the context meter
   }
 });
 
+test('a pasted image reaches the model server as an image part', { skip, timeout: 180_000 }, async (t) => {
+  await withWorkbench(t, async (wb) => {
+    const base = server.requests.length;
+    server.push(text('A tiny ', 'grey square.'));
+    const chat = await wb.openChat();
+    const png = Buffer.alloc(2048, 7);
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]).copy(png);
+    const b64 = png.toString('base64');
+    const box = chat.locator('textarea.prompt');
+    // A paste as the browser delivers one: a ClipboardEvent carrying the file.
+    await box.evaluate((el, data) => {
+      const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+      const clipboard = new DataTransfer();
+      clipboard.items.add(new File([bytes], 'shot.png', { type: 'image/png' }));
+      el.dispatchEvent(new ClipboardEvent('paste', { clipboardData: clipboard, bubbles: true, cancelable: true }));
+    }, b64);
+    await chat.locator('.image-chip', { hasText: 'image (png, 2 KB)' }).waitFor();
+    await wb.send(chat, 'What is in this image?');
+    await chat.locator('.item.agent', { hasText: 'A tiny grey square.' }).waitFor({ timeout: 30_000 });
+    await chat.locator('.item.user .attachment', { hasText: 'image (png)' }).waitFor();
+    assert.equal(await chat.locator('.image-chip').count(), 0, 'the pasted image is cleared once sent');
+    const reqs = await server.waitForRequests(base + 1);
+    const user = (reqs[base].body.messages ?? []).filter((m) => m.role === 'user').at(-1);
+    assert.deepEqual(user?.content, [
+      { type: 'text', text: 'What is in this image?' },
+      { type: 'image_url', image_url: { url: `data:image/png;base64,${b64}` } },
+    ]);
+  });
+});

@@ -7,7 +7,8 @@
 import MarkdownIt from 'markdown-it';
 import { apply, emptyTranscript, formatUsage, type Item, type Transcript } from '../src/chat/transcript';
 import { contextMeter, currentEfforts } from '../src/chat/models';
-import type { FromWebview, ToWebview, Attach } from '../src/chat/messages';
+import type { FromWebview, ToWebview, Attach, PromptImage } from '../src/chat/messages';
+import { imageFiles, imageLabel, readImage } from './images';
 import { APPROVAL_MODES, describeStopReason, type ApprovalMode, type PermissionOptionId } from '../src/lsp_ext';
 
 interface VsCodeApi {
@@ -130,7 +131,10 @@ function renderModelBar(): void {
 const attachRow = h('div', { class: 'attach' },
   h('label', {}, attachSelection, ' selection'), h('label', {}, attachFile, ' file'),
 );
-const composer = h('div', { class: 'composer' }, input, h('div', { class: 'actions' }, attachRow, stopButton, sendButton));
+// Images pasted or dropped into the prompt, sent with it.
+let pendingImages: PromptImage[] = [];
+const imageChips = h('div', { class: 'images' });
+const composer = h('div', { class: 'composer' }, input, imageChips, h('div', { class: 'actions' }, attachRow, stopButton, sendButton));
 app.append(toolbar, modelBar, log, empty, status, composer);
 
 input.addEventListener('keydown', (e) => {
@@ -142,13 +146,45 @@ input.addEventListener('keydown', (e) => {
 
 function send(): void {
   const text = input.value.trim();
-  if (!text) return;
+  if (!text && pendingImages.length === 0) return;
   const attach: Attach[] = [];
   if (attachSelection.checked) attach.push('selection');
   if (attachFile.checked) attach.push('file');
-  vscode.postMessage({ type: 'send', text, attach });
+  vscode.postMessage({ type: 'send', text, attach, images: pendingImages });
   input.value = '';
+  pendingImages = [];
+  renderImageChips();
 }
+
+function renderImageChips(): void {
+  imageChips.replaceChildren(...pendingImages.map((image, i) =>
+    h('span', { class: 'image-chip' }, `🖼 ${imageLabel(image)} `,
+      button('×', () => {
+        pendingImages.splice(i, 1);
+        renderImageChips();
+      }, 'secondary remove-image'))));
+}
+
+async function addImages(files: File[]): Promise<void> {
+  for (const file of files) pendingImages.push(await readImage(file));
+  renderImageChips();
+}
+
+input.addEventListener('paste', (e) => {
+  const files = imageFiles(e.clipboardData);
+  if (files.length === 0) return;
+  e.preventDefault();
+  void addImages(files);
+});
+composer.addEventListener('dragover', (e) => {
+  if (imageFiles(e.dataTransfer).length > 0 || e.dataTransfer?.types.includes('Files')) e.preventDefault();
+});
+composer.addEventListener('drop', (e) => {
+  const files = imageFiles(e.dataTransfer);
+  if (files.length === 0) return;
+  e.preventDefault();
+  void addImages(files);
+});
 
 // ---- items -----------------------------------------------------------------
 

@@ -137,7 +137,7 @@ impl Turn<'_> {
             CachedMessage::new(ModelMessage::System {
                 text: SUMMARY_PROMPT.to_string(),
             }),
-            CachedMessage::new(ModelMessage::User { text: transcript }),
+            CachedMessage::new(ModelMessage::user(transcript)),
         ];
         let request = ModelRequest {
             messages: &messages,

@@ -75,7 +75,11 @@ impl Turn<'_> {
         ctx.sandbox = self.session.config.sandbox.clone();
         ctx.mode = self.session.mode();
         ctx.bridge = self.env.bridge.clone();
+        ctx.vision = self.model.config.vision;
+        ctx.max_image_bytes = self.session.config.limits.max_image_bytes;
         let available = self.available_tools();
+        // Images the calls logged, for the projection (see `call_context`).
+        let tool_images: ToolImages = Default::default();
         let pool = self.limits.parallel_tools.max(1);
         let mut rest = prepared.as_slice();
         while !rest.is_empty() {
@@ -100,8 +104,12 @@ impl Turn<'_> {
                     .enumerate()
                     .map(|(index, call)| {
                         let call = call.clone();
-                        let ctx =
-                            call_context(&ctx, &self.session.log, &self.turn_id, &call.call_id);
+                        let ctx = call_context(
+                            &ctx,
+                            (&self.session.log, &tool_images),
+                            &self.turn_id,
+                            &call.call_id,
+                        );
                         let log = self.session.clone();
                         let turn_id = self.turn_id.clone();
                         let available = available.clone();
@@ -123,6 +131,11 @@ impl Turn<'_> {
                 // refusals did not.
                 if status == ToolStatus::Completed {
                     self.last_progress = Instant::now();
+                }
+                let images =
+                    std::mem::take(&mut *tool_images.lock().unwrap_or_else(|e| e.into_inner()));
+                for image in &images {
+                    self.projection.apply(image);
                 }
                 self.record(Event::ToolResult {
                     turn_id: self.turn_id.clone(),
@@ -190,15 +203,21 @@ pub(super) struct PreparedCall {
 }
 
 /// The context of one call: its id, and progress reported as events.
+/// The `tool_image` events the calls of a run logged, waiting to be folded
+/// into the projection before the next result is recorded (the calls run
+/// apart from the turn, which alone holds the projection).
+type ToolImages = Arc<std::sync::Mutex<Vec<Event>>>;
+
 fn call_context(
     base: &ToolContext,
-    log: &Arc<SessionLog>,
+    (log, images): (&Arc<SessionLog>, &ToolImages),
     turn_id: &TurnId,
     call_id: &str,
 ) -> ToolContext {
     let mut ctx = base.clone();
     ctx.call_id = call_id.to_string();
     let (log, turn_id, call_id) = (log.clone(), turn_id.clone(), call_id.to_string());
+    let images = images.clone();
     ctx.emit = Arc::new(move |event: ToolEvent| {
         let event = match event {
             ToolEvent::Output(text) => Event::ToolOutput {
@@ -211,6 +230,21 @@ fn call_context(
                 call_id: call_id.clone(),
                 files,
             },
+            ToolEvent::Image { mime_type, data } => {
+                if let Some(event) = crate::core::images::tool_image_event(
+                    log.path(),
+                    (&turn_id, &call_id),
+                    mime_type,
+                    data,
+                ) {
+                    let logged = log.append(event);
+                    images
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(logged.event);
+                }
+                return;
+            }
             ToolEvent::Plan { explanation, steps } => Event::Plan {
                 turn_id: turn_id.clone(),
                 explanation,

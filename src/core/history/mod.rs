@@ -3,6 +3,7 @@
 //! the trajectory `tandem replay` prints for people and tools
 //! ([`trajectory`] follows the story, [`text`] and [`json`] print it).
 
+mod image_lines;
 mod json;
 mod recovery;
 mod select;

@@ -163,8 +163,11 @@ impl<'a> Walk<'a> {
         (format!("{first}{more}"), None)
     }
 
+    /// A user input's excerpt, its images named after it.
     fn content(&self, content: &[UserContent]) -> (String, Option<String>) {
-        self.excerpt(&render_user_content(content), 200)
+        let (rest, notes) = super::image_lines::split_images(content);
+        let (text, block) = self.excerpt(&render_user_content(&rest), 200);
+        (super::image_lines::with_notes(text, notes), block)
     }
 
     pub fn event(&mut self, logged: &LoggedEvent) {
@@ -470,6 +473,16 @@ impl<'a> Walk<'a> {
                 if let Some(call) = self.calls.get_mut(call_id) {
                     call.output.push_str(text);
                 }
+            }
+            Event::ToolImage {
+                call_id,
+                mime_type,
+                bytes,
+                ..
+            } => {
+                let image = super::image_lines::image_note(mime_type, *bytes);
+                let name = self.call_name(call_id);
+                self.line(2, format!("tool {name} [{call_id}] returned {image}"));
             }
             Event::ToolDiff { call_id, files, .. } => {
                 let name = self.call_name(call_id);

@@ -129,7 +129,7 @@ impl SessionInstructions {
 pub fn attached_file(content: &[UserContent]) -> Option<PathBuf> {
     content.iter().find_map(|block| match block {
         UserContent::Resource { uri, .. } => crate::workspace::file_uri_to_path(uri),
-        UserContent::Text { .. } => None,
+        UserContent::Text { .. } | UserContent::Image { .. } => None,
     })
 }
 

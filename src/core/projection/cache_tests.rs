@@ -373,7 +373,7 @@ fn a_changed_message_loses_its_serialized_forms() {
     s.request(&*openai);
     let cached = s.live.messages()[1].cached_bytes();
     assert!(cached > 0, "the request cached the message");
-    let crate::provider::ModelMessage::User { text } = s.live.messages_mut()[1].message_mut()
+    let crate::provider::ModelMessage::User { text, .. } = s.live.messages_mut()[1].message_mut()
     else {
         panic!("a user message");
     };
@@ -385,4 +385,152 @@ fn a_changed_message_loses_its_serialized_forms() {
         max_output_tokens: None,
     });
     assert!(String::from_utf8_lossy(&body).contains("q changed"));
+}
+
+#[test]
+fn a_history_with_images_builds_the_body_a_from_scratch_build_would() {
+    use crate::vocab::image::ImageData;
+    let image = |data: &str| UserContent::Image {
+        mime_type: "image/png".into(),
+        sha256: format!("{:0>64}", data.len()),
+        bytes: 3,
+        data: ImageData(Some(data.into())),
+    };
+    let with_images = |text: &str| Event::UserMessage {
+        turn_id: "t1".into(),
+        message_id: format!("m-{text}"),
+        content: vec![
+            UserContent::Text { text: text.into() },
+            image("iVBORw0KGgo="),
+            image("R0lGODlh"),
+        ],
+    };
+    let openai = provider(ProviderKind::Openai, "m");
+    let anthropic = provider(ProviderKind::Anthropic, "m");
+    let mut s = Session::new();
+    s.record([with_images("what are these?")]);
+    s.request(&*openai);
+    s.request(&*anthropic);
+    s.record([
+        assistant("", None, vec![call("c1", r#"{"path":"a"}"#)]),
+        result("c1", ToolStatus::Completed, "A"),
+    ]);
+    s.request(&*openai);
+    s.record([assistant("Two images.", None, vec![]), user("thanks")]);
+    s.request(&*anthropic);
+    s.request(&*openai);
+    // An image-only prompt (no text part), and one whose file is gone.
+    s.record([Event::UserMessage {
+        turn_id: "t2".into(),
+        message_id: "m-image-only".into(),
+        content: vec![image("AAAA")],
+    }]);
+    s.record([Event::UserMessage {
+        turn_id: "t2".into(),
+        message_id: "m-gone".into(),
+        content: vec![UserContent::Image {
+            mime_type: "image/jpeg".into(),
+            sha256: "f".repeat(64),
+            bytes: 120 * 1024,
+            data: ImageData(None),
+        }],
+    }]);
+    s.request(&*openai);
+    s.request(&*anthropic);
+    let body = openai.request_body(ModelRequest {
+        messages: s.live.messages(),
+        tools: &[],
+        max_output_tokens: None,
+    });
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        body["messages"][1]["content"][1],
+        serde_json::json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}})
+    );
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        last["content"],
+        "[an image (jpg, 120 KB) was attached here; its file is no longer available]"
+    );
+}
+
+#[test]
+fn tool_images_follow_their_block_of_results_in_every_body() {
+    use crate::vocab::image::ImageData;
+    let tool_image = |call_id: &str, data: Option<&str>| Event::ToolImage {
+        turn_id: "t1".into(),
+        call_id: call_id.into(),
+        mime_type: "image/png".into(),
+        sha256: "a".repeat(64),
+        bytes: 3,
+        data: ImageData(data.map(Into::into)),
+    };
+    let openai = provider(ProviderKind::Openai, "m");
+    let anthropic = provider(ProviderKind::Anthropic, "m");
+    let mut s = Session::new();
+    s.record([user("look at both")]);
+    s.record([assistant(
+        "",
+        None,
+        vec![call("c1", r#"{"path":"a"}"#), call("c2", r#"{"path":"b"}"#)],
+    )]);
+    // The second call ends first, with an image; the block is then open.
+    s.record([
+        tool_image("c2", Some("iVBORw0KGgo=")),
+        result("c2", ToolStatus::Completed, "B"),
+    ]);
+    assert!(!s.live.messages().iter().any(|m| matches!(
+        m.message(),
+        crate::provider::ModelMessage::User { images, .. } if !images.is_empty()
+    )));
+    s.record([
+        tool_image("c1", None),
+        result("c1", ToolStatus::Completed, "A"),
+    ]);
+    s.request(&*openai);
+    s.request(&*anthropic);
+    let body = openai.request_body(ModelRequest {
+        messages: s.live.messages(),
+        tools: &[],
+        max_output_tokens: None,
+    });
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let roles: Vec<&str> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "tool", "user"]
+    );
+    assert_eq!(
+        body["messages"][5]["content"],
+        serde_json::json!([
+            {"type": "text", "text": "The images returned by tool calls c2, c1:\n[an image (png, 3 B) returned by tool call c1; its file is no longer available]"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        ])
+    );
+    // The Messages API: one user turn, the results first, then the image.
+    let body = anthropic.request_body(ModelRequest {
+        messages: s.live.messages(),
+        tools: &[],
+        max_output_tokens: None,
+    });
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let kinds: Vec<&str> = body["messages"][2]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["tool_result", "tool_result", "text", "image"]);
+    assert_eq!(
+        body["messages"][2]["content"][3]["source"],
+        serde_json::json!({"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="})
+    );
+    s.record([assistant("Seen.", None, vec![]), user("thanks")]);
+    s.request(&*openai);
+    s.request(&*anthropic);
 }

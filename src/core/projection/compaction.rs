@@ -86,7 +86,7 @@ impl Projection {
         for message in &self.messages[plan.from..plan.to] {
             let line = match message.message() {
                 ModelMessage::System { text } => format!("[system] {text}"),
-                ModelMessage::User { text } => format!("[user] {text}"),
+                ModelMessage::User { text, .. } => format!("[user] {text}"),
                 ModelMessage::Assistant {
                     text, tool_calls, ..
                 } => {
@@ -125,9 +125,9 @@ impl Projection {
         self.checked.touched(head);
         self.messages.splice(
             head..cut,
-            [CachedMessage::new(ModelMessage::User {
-                text: summary_message(summary, ledger, removed),
-            })],
+            [CachedMessage::new(ModelMessage::user(summary_message(
+                summary, ledger, removed,
+            )))],
         );
         self.chars = self.messages.iter().map(|m| message_chars(m)).sum();
     }

@@ -31,12 +31,13 @@ mod compaction;
 mod render;
 mod repair;
 mod shrink;
+mod tool_images;
 
 use crate::provider::{CachedMessage, ModelMessage};
 use crate::vocab::event::Event;
 
 pub use self::compaction::{summary_message, CompactionPlan};
-pub use self::render::{render_tool_result, render_user_content};
+pub use self::render::{render_tool_result, render_user_content, user_images};
 pub use self::repair::{Repair, RepairLimits, RESULT_UNAVAILABLE};
 pub use self::shrink::{cut_head_tail, RequestItem};
 
@@ -53,6 +54,8 @@ pub struct Projection {
     /// The system prompt without the instructions (`instructions` events
     /// append their text to it).
     system_base: String,
+    /// Images of the current block of tool results ([`tool_images`]).
+    tool_images: tool_images::PendingToolImages,
 }
 
 impl Projection {
@@ -67,6 +70,7 @@ impl Projection {
             checked: Default::default(),
             ledger: Default::default(),
             system_base: system_prompt,
+            tool_images: Default::default(),
         }
     }
 
@@ -159,6 +163,7 @@ impl Projection {
         let message = match event {
             Event::UserMessage { content, .. } => ModelMessage::User {
                 text: render_user_content(content),
+                images: user_images(content),
             },
             Event::AssistantMessage {
                 text,
@@ -188,6 +193,17 @@ impl Projection {
                 self.apply_shrunk(results);
                 return;
             }
+            Event::ToolImage {
+                call_id,
+                mime_type,
+                sha256,
+                bytes,
+                data,
+                ..
+            } => {
+                self.hold_tool_image(call_id, mime_type, sha256, *bytes, data.base64());
+                return;
+            }
             Event::ToolResult {
                 call_id,
                 status,
@@ -202,10 +218,12 @@ impl Projection {
                 let at = self.result_position(call_id);
                 self.checked.touched(at);
                 self.messages.insert(at, CachedMessage::new(message));
+                self.release_tool_images_if_block_done();
                 return;
             }
             _ => return,
         };
+        self.release_tool_images();
         self.chars += message_chars(&message);
         self.messages.push(CachedMessage::new(message));
     }
@@ -242,7 +260,10 @@ impl Projection {
 
 fn message_chars(message: &ModelMessage) -> usize {
     match message {
-        ModelMessage::System { text } | ModelMessage::User { text } => text.len(),
+        ModelMessage::System { text } => text.len(),
+        ModelMessage::User { text, images } => {
+            text.len() + images.len() * crate::provider::ImagePart::ESTIMATED_CHARS
+        }
         ModelMessage::Assistant {
             text,
             thinking,
@@ -396,7 +417,7 @@ mod tests {
         let projection = Projection::from_events("sys".into(), &events);
         let messages = projection.messages();
         assert_eq!(messages.len(), 4);
-        assert_eq!(messages[1], ModelMessage::User { text: "hi".into() });
+        assert_eq!(messages[1], ModelMessage::user("hi"));
         assert!(
             matches!(messages[2].message(), ModelMessage::Assistant { text, tool_calls, .. } if text.is_empty() && tool_calls.len() == 1)
         );

@@ -570,7 +570,7 @@ mod tests {
     }
 
     fn user(text: &str) -> ModelMessage {
-        ModelMessage::User { text: text.into() }
+        ModelMessage::user(text)
     }
 
     fn with(messages: Vec<ModelMessage>) -> Projection {

@@ -164,7 +164,12 @@ impl Projection {
         for message in &self.messages {
             match message.message() {
                 ModelMessage::System { text } => (0u8, text).hash(&mut hasher),
-                ModelMessage::User { text } => (1u8, text).hash(&mut hasher),
+                ModelMessage::User { text, images } => {
+                    (1u8, text).hash(&mut hasher);
+                    for image in images {
+                        image.sha256.hash(&mut hasher);
+                    }
+                }
                 ModelMessage::Assistant {
                     text,
                     thinking,

@@ -203,7 +203,7 @@ fn context(prompt: &[ContentBlock]) -> Option<Carried> {
         let (uri, text) = match block {
             ContentBlock::Resource { resource } => (resource.uri.as_str(), resource.text.clone()),
             ContentBlock::ResourceLink { uri, .. } => (uri.as_str(), None),
-            ContentBlock::Text { .. } => return None,
+            ContentBlock::Text { .. } | ContentBlock::Image { .. } => return None,
         };
         let (uri, fragment) = match uri.split_once('#') {
             Some((uri, fragment)) => (uri, Some(fragment)),

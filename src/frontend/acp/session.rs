@@ -394,7 +394,7 @@ pub(crate) fn initialize_result(home: &Path) -> Value {
         "protocolVersion": ACP_PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": true,
-            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+            "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
             // stdio servers only: no HTTP transport yet (src/mcp).
             "mcpCapabilities": {"http": false, "sse": false},

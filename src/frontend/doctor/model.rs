@@ -220,9 +220,7 @@ fn listed_check(model: &ModelConfig, ids: &[String], streaming_works: bool) -> C
 /// One real streaming request of a few tokens.
 async fn streams(model: &ModelConfig) -> Check {
     let provider = provider::from_config(model);
-    let messages = [CachedMessage::new(ModelMessage::User {
-        text: PROMPT.to_string(),
-    })];
+    let messages = [CachedMessage::new(ModelMessage::user(PROMPT.to_string()))];
     let request = ModelRequest {
         messages: &messages,
         tools: &[],

@@ -11,6 +11,7 @@ use crate::support::client::{Editor, EditorOptions};
 use crate::support::model_server::{openai, ModelServer, RecordedRequest, Reply};
 
 mod faults;
+mod images;
 mod lsp;
 mod serve;
 

@@ -8,6 +8,7 @@ mod first_use;
 mod harness;
 mod health;
 mod hunks;
+mod images;
 mod mcp;
 mod models;
 mod questions;

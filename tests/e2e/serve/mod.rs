@@ -7,6 +7,7 @@ mod attach;
 mod buffers;
 mod cancel;
 mod durable;
+mod images;
 mod instructions;
 mod interleave;
 mod ordering;

@@ -42,10 +42,17 @@ function M.ensure(fn)
   end)
 end
 
---- The prompt blocks: the text, and the selected lines as a resource.
---- `range` is `{buf, line1, line2}` (1-based, inclusive) or nil.
+--- The prompt blocks: the text, the images its `@path.png` words name,
+--- and the selected lines as a resource. `range` is `{buf, line1, line2}`
+--- (1-based, inclusive) or nil. Returns nil and an error when an image
+--- cannot be read.
 function M.blocks(text, range)
+  local images, err = require('tandem.images').blocks(text)
+  if not images then
+    return nil, err
+  end
   local blocks = { { type = 'text', text = text } }
+  vim.list_extend(blocks, images)
   if range then
     local name = vim.api.nvim_buf_get_name(range.buf)
     local lines = vim.api.nvim_buf_get_lines(range.buf, range.line1 - 1, range.line2, false)
@@ -64,9 +71,14 @@ end
 --- Sends a prompt to the chat's session and shows the chat;
 --- `on_done(err, receipt)` when the turn ends.
 function M.prompt(text, range, on_done)
+  local blocks, unreadable = M.blocks(text, range)
+  if not blocks then
+    vim.notify('tandem: ' .. unreadable, vim.log.levels.ERROR)
+    return
+  end
   chat.show(false)
   M.ensure(function(id)
-    client.request('tandem/prompt', { sessionId = id, prompt = M.blocks(text, range) }, function(err, result)
+    client.request('tandem/prompt', { sessionId = id, prompt = blocks }, function(err, result)
       if on_done then
         on_done(err, result)
       elseif err and err.code ~= -32800 then
@@ -78,8 +90,13 @@ end
 
 --- Steers the running turn (or opens one on an idle session).
 function M.steer(text)
+  local blocks, unreadable = M.blocks(text)
+  if not blocks then
+    vim.notify('tandem: ' .. unreadable, vim.log.levels.ERROR)
+    return
+  end
   M.ensure(function(id)
-    client.request('tandem/steer', { sessionId = id, prompt = M.blocks(text) }, function(err)
+    client.request('tandem/steer', { sessionId = id, prompt = blocks }, function(err)
       if err then
         report(err)
       end

@@ -73,7 +73,9 @@ local function resource_names(content)
   local names = {}
   for _, block in ipairs(content or {}) do
     local uri = block.uri or (block.resource and block.resource.uri)
-    if uri then
+    if block.type == 'image' then
+      table.insert(names, 'an image (' .. (block.mimeType or 'image'):gsub('^image/', '') .. ')')
+    elseif uri then
       local path = vim.fn.fnamemodify(vim.uri_to_fname((uri:gsub('#.*$', ''))), ':~:.')
       local lines = uri:match('#(.*)$')
       table.insert(names, lines and (path .. '#' .. lines) or path)

@@ -4,10 +4,13 @@ import type { Transcript, TranscriptEvent } from './transcript';
 
 export type Attach = 'selection' | 'file';
 
+/** An image pasted or dropped into the prompt: base64 `data`, decoded size in `bytes`. */
+export interface PromptImage { mimeType: string; data: string; bytes: number }
+
 /** Webview -> extension. */
 export type FromWebview =
   | { type: 'ready' }
-  | { type: 'send'; text: string; attach: Attach[] }
+  | { type: 'send'; text: string; attach: Attach[]; images?: PromptImage[] }
   | { type: 'cancel' }
   | { type: 'setMode'; mode: ApprovalMode }
   | { type: 'setModel'; model: string; effort?: string }

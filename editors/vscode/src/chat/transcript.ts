@@ -104,6 +104,7 @@ function textOf(blocks: ContentBlock[]): { text: string; attachments: string[] }
   for (const b of blocks) {
     if (b.type === 'text') texts.push(b.text);
     else if (b.type === 'resource') attachments.push(b.resource.uri);
+    else if (b.type === 'image') attachments.push(`image (${b.mimeType.replace(/^image\//, '')})`);
     else attachments.push(b.uri);
   }
   return { text: texts.join('\n\n'), attachments };
