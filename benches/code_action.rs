@@ -86,26 +86,28 @@ fn in_process(
     n: usize,
 ) -> Stats {
     use std::sync::Arc;
+    use tandem::core::client::OneBridge;
     use tandem::core::daemon::{Daemon, DaemonOptions};
     use tandem::core::log::{Durability, NullSink};
+    use tandem::core::tasks::TaskOrigin;
     use tandem::vocab::bridge::NoClient;
     let home = tempfile::tempdir().expect("temp home");
     let daemon = Daemon::new(DaemonOptions {
         home: home.path().to_path_buf(),
         durability: Durability::Flush,
         sink: Arc::new(NullSink),
-        bridge: Arc::new(NoClient),
     });
-    daemon.workspace().set_roots(vec![root.to_path_buf()]);
-    daemon.buffers().open(path.to_path_buf(), 1, text);
+    let client = daemon.connect(Arc::new(OneBridge(Arc::new(NoClient))));
+    client.workspace().set_roots(vec![root.to_path_buf()]);
+    client.buffers().open(path.to_path_buf(), 1, text);
     let params: tower_lsp::lsp_types::CodeActionParams =
         serde_json::from_value(params.clone()).expect("CodeActionParams");
     let mut times = Vec::with_capacity(n);
     for i in 0..n + 200 {
         let params = params.clone();
         let start = Instant::now();
-        // As `tandem lsp` does: the daemon's own origin, made per request.
-        let origin = daemon.task_origin();
+        // As `tandem lsp` does: its client's origin, made per request.
+        let origin = TaskOrigin::of(&client);
         let actions = tandem::frontend::lsp::tasks::code_actions(&daemon, &origin, params)
             .expect("code actions")
             .expect("some");

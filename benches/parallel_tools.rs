@@ -75,12 +75,16 @@ async fn main() {
     let sink =
         StampingSink::new(|e| matches!(e, Event::ToolStarted { .. } | Event::ToolResult { .. }));
     let daemon = daemon(home.path(), Durability::Fsync, sink.clone());
+    let client = inproc::headless_client(&daemon);
     daemon.register_tool(Arc::new(Nap));
     let session = daemon
-        .new_session(NewSession {
-            config: Some(session_config(&server, json!({}), json!({}))),
-            ..NewSession::default()
-        })
+        .new_session(
+            &client,
+            NewSession {
+                config: Some(session_config(&server, json!({}), json!({}))),
+                ..NewSession::default()
+            },
+        )
         .expect("new session");
 
     let mut spans = Vec::new();
@@ -100,6 +104,7 @@ async fn main() {
         sink.take();
         let (_, receipt) = daemon
             .prompt(
+                &client,
                 &session.id,
                 vec![UserContent::Text {
                     text: format!("nap four times ({run})"),

@@ -169,6 +169,7 @@ async fn run(server: &Arc<ModelServer>, target: usize, durability: Durability) -
     let sink =
         StampingSink::new(|e| matches!(e, Event::ToolResult { .. } | Event::StepStart { .. }));
     let daemon = daemon(home.path(), durability, sink.clone());
+    let client = inproc::headless_client(&daemon);
     let tool = Arc::new(StampTool {
         returned: Mutex::new(HashMap::new()),
         output: "x".repeat(RESULT_BYTES),
@@ -203,17 +204,21 @@ async fn run(server: &Arc<ModelServer>, target: usize, durability: Durability) -
 
     let total_steps = bulk_steps + measured + 1;
     let session = daemon
-        .new_session(NewSession {
-            config: Some(session_config(
-                server,
-                json!({"context_window": 100_000_000}),
-                json!({"max_iterations": total_steps + 10}),
-            )),
-            ..NewSession::default()
-        })
+        .new_session(
+            &client,
+            NewSession {
+                config: Some(session_config(
+                    server,
+                    json!({"context_window": 100_000_000}),
+                    json!({"max_iterations": total_steps + 10}),
+                )),
+                ..NewSession::default()
+            },
+        )
         .expect("new session");
     let (_, receipt) = daemon
         .prompt(
+            &client,
             &session.id,
             vec![UserContent::Text {
                 text: "build a long history".to_string(),

@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::vocab::approval::ApprovalMode;
 
 pub mod budget;
+pub mod checkpoints;
 pub mod instructions;
 pub mod mcp_servers;
 pub mod models;
@@ -186,13 +187,28 @@ pub struct ApprovalConfig {
 }
 
 /// Settings of the tools.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ToolsConfig {
     /// Environment variables `exec_command` children keep although their
     /// names look secret (contain KEY, SECRET, TOKEN, PASSWORD or
     /// CREDENTIAL); matched exactly.
     pub exec_env_allow: Vec<String>,
+    /// After a patch lands in the editor's buffers, check the editor's
+    /// diagnostics of the changed lines (when the client offers them).
+    pub diagnostics_after_edit: bool,
+    /// How long that check waits for the editor's diagnostics to settle.
+    pub diagnostics_settle_ms: u64,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        ToolsConfig {
+            exec_env_allow: Vec::new(),
+            diagnostics_after_edit: true,
+            diagnostics_settle_ms: 1500,
+        }
+    }
 }
 
 /// Settings of `tandem serve` (read from the user's `config.toml` and the
@@ -247,6 +263,8 @@ pub struct Config {
     pub sandbox: sandbox::SandboxConfig,
     /// Which instruction files (`AGENTS.md`) the model is given.
     pub instructions: instructions::InstructionsConfig,
+    /// `[checkpoints]`: what rewinding keeps (config/checkpoints.rs).
+    pub checkpoints: checkpoints::CheckpointsConfig,
     /// Prices per model name (USD per million tokens), over the built-in
     /// table of known models.
     pub pricing: std::collections::BTreeMap<String, crate::vocab::pricing::Price>,

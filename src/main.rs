@@ -96,6 +96,9 @@ enum Command {
         /// Print the file ledger: the files read and edited, at which step.
         #[arg(long, conflicts_with_all = ["json", "turn", "full"])]
         files: bool,
+        /// List the checkpoints: what each turn changed and can be rewound to.
+        #[arg(long, conflicts_with_all = ["json", "turn", "full", "files"])]
+        checkpoints: bool,
     },
 }
 
@@ -162,9 +165,17 @@ fn list_sessions() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn replay(session_id: &str, full: bool, json: bool, files: bool, turn: Option<String>) -> ExitCode {
+fn replay(
+    session_id: &str,
+    full: bool,
+    json: bool,
+    (files, checkpoints): (bool, bool),
+    turn: Option<String>,
+) -> ExitCode {
     use tandem::core::history::{replay_session, ReplayFormat, ReplayOptions};
-    let format = if files {
+    let format = if checkpoints {
+        ReplayFormat::Checkpoints
+    } else if files {
         ReplayFormat::Files
     } else if json {
         ReplayFormat::Json
@@ -369,7 +380,8 @@ fn main() -> ExitCode {
                 json,
                 turn,
                 files,
-            }) => replay(&session_id, full, json, files, turn),
+                checkpoints,
+            }) => replay(&session_id, full, json, (files, checkpoints), turn),
             None => autodetect().await,
         }
     });

@@ -79,6 +79,10 @@ pub struct NewSessionParams {
     /// Per-session configuration overrides, same keys as `config.toml`.
     #[serde(default)]
     pub config: Option<Value>,
+    /// More workspace roots after the folder (URIs or absolute paths),
+    /// as ACP's `additionalDirectories`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_directories: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -198,6 +202,10 @@ pub struct PromptResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub usage: WireUsage,
+    /// The prompt's own `messageId` (its `user_message`'s), which
+    /// `tandem/forkSession` takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 /// `tandem/steer` params.
@@ -304,6 +312,15 @@ pub enum ToolCallContent {
     },
 }
 
+/// A place a tool call touches (ACP's `ToolCallLocation`): an absolute
+/// path and a 1-based line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireLocation {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
 /// `update` of a `tandem/update` notification, tagged by `sessionUpdate`.
 /// The MCP server and tool of a call (`tool_call`'s `mcp`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -332,10 +349,15 @@ pub enum SessionUpdate {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// `messageId` is shared by the chunks of one message (ACP's).
+    #[serde(rename_all = "camelCase")]
     AgentMessageChunk {
+        message_id: String,
         content: ContentBlock,
     },
+    #[serde(rename_all = "camelCase")]
     AgentThoughtChunk {
+        message_id: String,
         content: ContentBlock,
     },
     /// Discard the partial agent text of this turn's current step: the
@@ -367,11 +389,12 @@ pub enum SessionUpdate {
         /// `input`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         waiting_for: Option<String>,
+        /// ACP's: the places the call reads or changes.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        locations: Vec<WireLocation>,
     },
     /// The agent's plan (ACP plan entries).
-    Plan {
-        entries: Vec<PlanEntry>,
-    },
+    Plan { entries: Vec<PlanEntry> },
     /// The oldest part of the history was summarized (or dropped, when
     /// summarizing failed) to fit the model's context window.
     #[serde(rename_all = "camelCase")]
@@ -381,13 +404,9 @@ pub enum SessionUpdate {
     },
     /// The session's approval mode changed.
     #[serde(rename_all = "camelCase")]
-    CurrentModeUpdate {
-        current_mode_id: String,
-    },
+    CurrentModeUpdate { current_mode_id: String },
     /// The session's title (ACP's `session_info_update`).
-    SessionInfo {
-        title: String,
-    },
+    SessionInfo { title: String },
     Usage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call: Option<WireUsage>,
@@ -456,6 +475,10 @@ pub struct WireQuestionOption {
 pub struct ClientTandemCapabilities {
     pub request_permission: bool,
     pub request_user_input: bool,
+    /// Which of `tandem/diagnostics`, `tandem/definition`,
+    /// `tandem/references` and `tandem/workspaceSymbols` it answers:
+    /// `"diagnostics"`, `"definition"`, `"references"`, `"symbols"`.
+    pub language_features: Vec<String>,
 }
 
 /// A position in the negotiated encoding (LSP `Position`).
@@ -630,4 +653,168 @@ pub struct RenameSessionParams {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionIdParams {
     pub session_id: String,
+}
+
+// Issue 27: the editor's language servers.
+
+/// `tandem/diagnostics` params (daemon → editor).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiagnosticsParams {
+    /// These files; absent: every file the editor has diagnostics for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uris: Option<Vec<String>>,
+}
+
+/// The diagnostics of one file (in `tandem/diagnostics` results and
+/// `tandem/diagnosticsChanged`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileDiagnosticsParams {
+    pub uri: String,
+    /// The document version they are for; `null` for a file not open.
+    #[serde(default)]
+    pub version: Option<i32>,
+    pub diagnostics: Vec<WireDiagnostic>,
+}
+
+/// `tandem/diagnostics` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiagnosticsResult {
+    #[serde(default)]
+    pub files: Vec<FileDiagnosticsParams>,
+    /// Why the answer is empty or partial, when the editor knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `tandem/definition` and `tandem/references` params (daemon → editor).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SymbolAtParams {
+    pub uri: String,
+    pub position: WirePosition,
+    /// `tandem/references` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_declaration: Option<bool>,
+}
+
+/// LSP `Location`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireLspLocation {
+    pub uri: String,
+    pub range: WireRange,
+}
+
+/// `tandem/definition` and `tandem/references` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocationsResult {
+    #[serde(default)]
+    pub locations: Vec<WireLspLocation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `tandem/workspaceSymbols` params (daemon → editor).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkspaceSymbolsParams {
+    pub query: String,
+}
+
+/// One symbol of a `tandem/workspaceSymbols` result (LSP
+/// `SymbolInformation`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireSymbol {
+    pub name: String,
+    /// LSP `SymbolKind` (1 = file … 26 = type parameter).
+    pub kind: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_name: Option<String>,
+    pub location: WireLspLocation,
+}
+
+/// `tandem/workspaceSymbols` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceSymbolsResult {
+    #[serde(default)]
+    pub symbols: Vec<WireSymbol>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `tandem/forkSession` params: the session, and the user message the fork
+/// starts before (the whole session when absent).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForkSessionParams {
+    pub session_id: String,
+    #[serde(default)]
+    pub message_id: Option<String>,
+}
+
+/// `tandem/forkSession` result: the fork, loaded and ready (its history
+/// comes with `tandem/loadSession`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkSessionResult {
+    pub session_id: String,
+    /// The approval mode in force in the fork.
+    pub mode: String,
+}
+
+// Issue 26: checkpoints and rewind.
+
+/// `tandem/rewind` params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RewindParams {
+    pub session_id: String,
+    /// A user message's `messageId`, or a `rewindId` (to undo that rewind).
+    pub to_message_id: String,
+    /// Restore the files the turns from that message on changed.
+    pub files: bool,
+    /// End the model's context just before that message.
+    pub conversation: bool,
+    /// Overwrite conflicting files anyway: `true` for all, or their paths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<RewindForce>,
+    /// Only report what would happen.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `force`: every conflicting file, or the listed (absolute) paths.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RewindForce {
+    All(bool),
+    Paths(Vec<String>),
+}
+
+/// `tandem/rewind` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RewindResult {
+    /// Absent for a dry run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewind_id: Option<String>,
+    pub files: Vec<RewindFileResult>,
+    pub conversation: bool,
+}
+
+/// One file of a rewind: `status` is `restore` (dry run), `restored`,
+/// `conflict` (with `diff`), `unrestorable`, `unchanged` or `failed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RewindFileResult {
+    pub path: String,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }

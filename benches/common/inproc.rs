@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::{json, Value};
+use tandem::core::client::{Client, OneBridge};
 use tandem::core::daemon::{Daemon, DaemonOptions};
 use tandem::core::log::{Durability, EventSink, LoggedEvent};
 use tandem::vocab::bridge::NoClient;
@@ -83,8 +84,12 @@ pub fn daemon(home: &Path, durability: Durability, sink: Arc<dyn EventSink>) -> 
         home: home.to_path_buf(),
         durability,
         sink,
-        bridge: Arc::new(NoClient),
     })
+}
+
+/// A client of `daemon` that cannot be asked anything (no editor).
+pub fn headless_client(daemon: &Daemon) -> Arc<Client> {
+    daemon.connect(Arc::new(OneBridge(Arc::new(NoClient))))
 }
 
 /// Session configuration pointing at `server`, with `limits` merged in.

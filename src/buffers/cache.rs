@@ -19,6 +19,8 @@ pub struct BufferCache {
     /// Bumped after every change to the documents, so a tool waiting for
     /// the editor to report an edit can wait instead of polling.
     changes: watch::Sender<u64>,
+    /// The editor's latest diagnostics per document (`tandem/diagnosticsChanged`).
+    diagnostics: super::diagnostics::DiagnosticsStore,
 }
 
 impl BufferCache {
@@ -34,6 +36,11 @@ impl BufferCache {
 
     pub fn encoding(&self) -> PositionEncoding {
         *self.encoding.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The editor's diagnostics as it last reported them.
+    pub fn diagnostics(&self) -> &super::diagnostics::DiagnosticsStore {
+        &self.diagnostics
     }
 
     /// A receiver that is marked changed after every `open`, applied
@@ -104,6 +111,7 @@ impl BufferCache {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&key);
+        self.diagnostics.forget(&key);
         self.changed();
     }
 
@@ -155,7 +163,7 @@ impl BufferCache {
 /// file, or one deleted under the editor), its nearest existing ancestor is
 /// canonicalized and the rest appended, so the key stays the same when the
 /// file later appears or goes; with no existing ancestor, `path` as given.
-fn normalize_path(path: &Path) -> PathBuf {
+pub(super) fn normalize_path(path: &Path) -> PathBuf {
     let mut existing = path;
     let mut missing = Vec::new();
     loop {

@@ -16,12 +16,14 @@
 //! is the [`BufferCache`] the editor's notifications update.
 
 mod cache;
+mod diagnostics;
 mod document;
 mod position;
 #[cfg(test)]
 mod tests;
 
 pub use self::cache::BufferCache;
+pub use self::diagnostics::{DiagnosticsReport, DiagnosticsStore};
 pub use self::document::Snapshot;
 pub use self::position::{char_to_position, position_to_char};
 

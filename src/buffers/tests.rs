@@ -355,3 +355,35 @@ fn position_beyond_document_is_an_error() {
         Err(LineOutOfRange { line: 3, lines: 2 })
     );
 }
+
+#[test]
+fn diagnostics_are_kept_per_document_until_it_closes() {
+    use crate::vocab::language::{Diagnostic, TextPosition, TextRange};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.py");
+    std::fs::write(&path, "x\n").unwrap();
+    let cache = BufferCache::new();
+    cache.open(path.clone(), 1, "x\n");
+    let changes = cache.diagnostics().subscribe();
+    let at = TextPosition {
+        line: 0,
+        character: 0,
+    };
+    let error = Diagnostic {
+        range: TextRange { start: at, end: at },
+        severity: None,
+        message: "x is not defined".to_string(),
+        source: None,
+        code: None,
+    };
+    // A path spelled differently meets the same document.
+    let spelled = dir.path().join(".").join("a.py");
+    cache
+        .diagnostics()
+        .report(&spelled, Some(1), vec![error.clone()]);
+    assert!(changes.has_changed().unwrap(), "subscribers are told");
+    let report = cache.diagnostics().get(&path).expect("a report");
+    assert_eq!((report.version, report.diagnostics), (Some(1), vec![error]));
+    cache.close(&path);
+    assert_eq!(cache.diagnostics().get(&path), None);
+}

@@ -1,6 +1,8 @@
-//! The daemon: the one object frontends talk to. It owns the sessions, the
-//! buffer cache and the workspace, and builds each session's configuration
-//! from the layers.
+//! The daemon: the one object frontends talk to. It owns the sessions and
+//! knows the clients (editor connections) that use them, and builds each
+//! session's configuration from the layers. Everything of one editor
+//! window (its documents, folders, options and bridge) is its
+//! [`Client`]'s, which every input names.
 //!
 //! Invariant: a frontend can only reach the core through these methods;
 //! every error they return is specific (unknown session, bad config,
@@ -15,6 +17,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::client::{Client, ClientLink};
 use super::driver::{run_session, AdmissionHook, MaxInputChars, SessionEnv};
 use super::history::{list_session_logs, recover_interrupted, SessionSummary};
 use super::instructions::InstructionSources;
@@ -33,12 +36,17 @@ use crate::config::tasks::TaskCatalog;
 use crate::config::{Config, ConfigBuilder, ConfigError};
 use crate::mcp::{McpHub, McpServer, SessionMcp};
 use crate::tools::{Tool, ToolRegistry};
-use crate::vocab::bridge::ClientBridge;
 use crate::vocab::event::UserContent;
 use crate::workspace::Workspace;
 
 #[path = "daemon_lifecycle.rs"]
 mod lifecycle;
+#[path = "daemon_rewind.rs"]
+mod rewind;
+pub use self::rewind::{RewindOutcome, RewindRequest};
+
+#[path = "daemon_fork.rs"]
+mod fork;
 
 /// A failed daemon call.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +64,10 @@ pub enum DaemonError {
     /// without vision); nothing was queued.
     #[error("{0}")]
     Prompt(String),
+    /// A parameter names something the session does not have (the
+    /// message a fork starts at); the text names the parameter.
+    #[error("{0}")]
+    InvalidParams(String),
 }
 
 /// How to start a daemon.
@@ -65,8 +77,6 @@ pub struct DaemonOptions {
     pub durability: Durability,
     /// Told about every event of every session.
     pub sink: Arc<dyn EventSink>,
-    /// How sessions ask the editor for permission, answers and edits.
-    pub bridge: Arc<dyn ClientBridge>,
 }
 
 /// What a new session is made with.
@@ -81,11 +91,8 @@ pub struct Daemon {
     home: PathBuf,
     durability: Durability,
     sink: Arc<dyn EventSink>,
-    bridge: Arc<dyn ClientBridge>,
-    buffers: Arc<BufferCache>,
-    workspace: Arc<Workspace>,
-    /// `initializationOptions`, already checked.
-    init_options: Mutex<Value>,
+    /// The editor connections, by id.
+    clients: Mutex<HashMap<u64, Weak<Client>>>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     /// Each session's task, by session id.
     tasks: Mutex<Vec<(String, JoinHandle<()>)>>,
@@ -94,7 +101,6 @@ pub struct Daemon {
     extra_tools: Mutex<Vec<Arc<dyn Tool>>>,
     loading: Mutex<()>,
     tasks_state: TaskState,
-    bridge_for: Mutex<Option<BridgeFactory>>,
     /// Today's spending per workspace, read from the logs once a day.
     spend: Arc<SpendBook>,
     /// The MCP servers of every session.
@@ -108,10 +114,6 @@ pub struct Daemon {
     user_instructions: Option<PathBuf>,
 }
 
-/// Makes the bridge of one session, by id: a frontend serving several
-/// clients routes each session's requests to the clients following it.
-pub type BridgeFactory = Arc<dyn Fn(&str) -> Arc<dyn ClientBridge> + Send + Sync>;
-
 impl Daemon {
     pub fn new(options: DaemonOptions) -> Arc<Daemon> {
         // Probed, and logged, once at startup rather than at the first command.
@@ -123,10 +125,7 @@ impl Daemon {
             home: options.home,
             durability: options.durability,
             sink: options.sink,
-            bridge: options.bridge,
-            buffers: Arc::new(BufferCache::new()),
-            workspace: Arc::new(Workspace::default()),
-            init_options: Mutex::new(Value::Null),
+            clients: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Vec::new()),
             shutdown: CancellationToken::new(),
@@ -134,7 +133,6 @@ impl Daemon {
             extra_tools: Mutex::new(Vec::new()),
             loading: Mutex::new(()),
             tasks_state: TaskState::default(),
-            bridge_for: Mutex::new(None),
             spend,
             mcp: McpHub::default(),
             session_mcp: Mutex::new(HashMap::new()),
@@ -160,27 +158,37 @@ impl Daemon {
             .push(tool);
     }
 
-    /// Gives sessions started from now on a bridge of their own instead of
-    /// the daemon's one.
-    pub fn set_bridge_factory(&self, factory: BridgeFactory) {
-        *self.bridge_for.lock().unwrap_or_else(|e| e.into_inner()) = Some(factory);
+    /// A new editor connection, asked through `link`.
+    pub fn connect(&self, link: Arc<dyn ClientLink>) -> Arc<Client> {
+        let client = Client::new(link);
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        clients.retain(|_, c| c.strong_count() > 0);
+        clients.insert(client.id(), Arc::downgrade(&client));
+        client
     }
 
-    pub fn buffers(&self) -> &Arc<BufferCache> {
-        &self.buffers
+    /// An editor connection closed: its documents close (turns it opened
+    /// run on, reading the disk) and what it was asked fails.
+    pub fn disconnect(&self, client: &Client) {
+        self.clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&client.id());
+        client.disconnect();
     }
 
-    pub fn workspace(&self) -> &Arc<Workspace> {
-        &self.workspace
+    /// How many editor connections are open.
+    pub fn client_count(&self) -> usize {
+        self.clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|c| c.strong_count() > 0)
+            .count()
     }
 
     pub fn home(&self) -> &PathBuf {
         &self.home
-    }
-
-    /// How sessions reach the editor.
-    pub fn bridge(&self) -> &Arc<dyn ClientBridge> {
-        &self.bridge
     }
 
     pub(crate) fn tasks_state(&self) -> &TaskState {
@@ -188,11 +196,14 @@ impl Daemon {
     }
 
     /// The task catalog for a file: the configuration of the workspace
-    /// root holding it (else of the editor's folders). Cached; cheap when
+    /// root holding it (else of `client`'s folders). Cached; cheap when
     /// nothing changed, so code actions can ask on every cursor move.
-    pub fn task_catalog(&self, path: &Path) -> Result<Arc<TaskCatalog>, DaemonError> {
-        let origin = self.task_origin();
-        self.task_catalog_for(path, &origin)
+    pub fn task_catalog(
+        &self,
+        client: &Arc<Client>,
+        path: &Path,
+    ) -> Result<Arc<TaskCatalog>, DaemonError> {
+        self.task_catalog_for(path, &TaskOrigin::of(client))
     }
 
     /// The task catalog for a file, with `origin`'s folders and
@@ -202,53 +213,46 @@ impl Daemon {
         path: &Path,
         origin: &TaskOrigin,
     ) -> Result<Arc<TaskCatalog>, DaemonError> {
-        let roots = config_roots(path, &origin.roots);
+        let roots = config_roots(path, &origin.roots());
         Ok(self
             .tasks_state
-            .catalog(&self.home, &roots, &origin.init_options)?)
+            .catalog(&self.home, &roots, &origin.client.init_options())?)
     }
 
-    /// Tasks asked for through the daemon's own editor: its buffer cache,
-    /// workspace, `initializationOptions` and bridge.
-    pub fn task_origin(&self) -> TaskOrigin {
-        let bridge = self.bridge.clone();
-        TaskOrigin {
-            buffers: self.buffers.clone(),
-            roots: self.workspace.roots(),
-            init_options: self
-                .init_options
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
-            session_config: None,
-            bridge: Arc::new(move |_| bridge.clone()),
-        }
-    }
-
-    /// Sets the editor's `initializationOptions` after checking that they
-    /// form a valid configuration layer.
-    pub fn set_init_options(&self, options: Value) -> Result<(), ConfigError> {
-        // Only the layer itself: a broken config file is reported when a
-        // session is made, naming the file, not as a bad initialize.
-        ConfigBuilder::check("initializationOptions", &options)?;
-        *self.init_options.lock().unwrap_or_else(|e| e.into_inner()) = options;
-        Ok(())
-    }
-
-    /// Creates a session and starts its task.
-    pub fn new_session(&self, params: NewSession) -> Result<Arc<Session>, DaemonError> {
-        self.new_session_of_kind(params, None)
+    /// Creates a session for `client` and starts its task.
+    pub fn new_session(
+        &self,
+        client: &Arc<Client>,
+        params: NewSession,
+    ) -> Result<Arc<Session>, DaemonError> {
+        self.new_session_of_kind(client, params, None)
     }
 
     /// [`Daemon::new_session`] with the header's `kind` (`task` for the
     /// session keybinding tasks run in).
     pub fn new_session_of_kind(
         &self,
+        client: &Arc<Client>,
         params: NewSession,
         kind: Option<&str>,
     ) -> Result<Arc<Session>, DaemonError> {
-        let (workspace, roots) = self.workspace_for(params.workspace_folder.clone());
-        let config = self.session_config(&roots, params.config.as_ref())?;
+        self.new_session_in(client, params, kind, Vec::new())
+    }
+
+    /// [`Daemon::new_session_of_kind`] with workspace roots after the
+    /// session's folder (ACP's `additionalDirectories`): tools reach into
+    /// them and walk them all; they are kept in the log's header, so a load
+    /// has them again.
+    pub fn new_session_in(
+        &self,
+        client: &Arc<Client>,
+        params: NewSession,
+        kind: Option<&str>,
+        additional_roots: Vec<PathBuf>,
+    ) -> Result<Arc<Session>, DaemonError> {
+        let (workspace, roots) =
+            workspace_for(client, params.workspace_folder.clone(), additional_roots);
+        let config = self.session_config(client, &roots, params.config.as_ref())?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let title = params.title.filter(|t| !t.trim().is_empty());
         let header = LogHeader {
@@ -289,8 +293,23 @@ impl Daemon {
     /// Loads a session from its log, closes a turn a crash left open, and
     /// replays the whole history to the sink (as the live turns produced
     /// it) before returning the session and the events it replayed. A
-    /// session this daemon already runs is only replayed.
-    pub fn load_session(&self, id: &str) -> Result<(Arc<Session>, Vec<LoggedEvent>), DaemonError> {
+    /// session this daemon already runs is only replayed. `client`'s folders
+    /// and options are the session's when it has no folder of its own.
+    pub fn load_session(
+        &self,
+        client: &Arc<Client>,
+        id: &str,
+    ) -> Result<(Arc<Session>, Vec<LoggedEvent>), DaemonError> {
+        self.load_session_with(client, id, true)
+    }
+
+    /// [`Daemon::load_session`], with the replay to the sink or without.
+    pub(super) fn load_session_with(
+        &self,
+        client: &Arc<Client>,
+        id: &str,
+        replay: bool,
+    ) -> Result<(Arc<Session>, Vec<LoggedEvent>), DaemonError> {
         // One load at a time: two concurrent loads of one session must not
         // both try to open (and lock) its log.
         let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
@@ -301,7 +320,7 @@ impl Daemon {
                 &crate::core::images::images_dir(session.log.path()),
                 &mut events,
             );
-            for event in &events {
+            for event in events.iter().filter(|_| replay) {
                 self.sink.on_replay(id, event);
             }
             return Ok((session, events));
@@ -320,11 +339,19 @@ impl Daemon {
                 .map_err(|e| DaemonError::Storage(e.to_string()))?;
         events.extend(recover_interrupted(&log, &events));
         crate::core::images::load_images(&crate::core::images::images_dir(&path), &mut events);
+        events.extend(crate::core::checkpoints::recover_rewinds(&log, &events));
         let log = log.with_sink(self.sink.clone());
         // The session's own folder; else the editor's folders now; else the
         // folders it was created in (a headless load, an editor without
         // folders).
-        let (workspace, roots) = match self.workspace_for(header.workspace_folder.clone()) {
+        // A folder's session has the header's other roots too (its
+        // additional directories; the folder itself is among them).
+        let extra = match &header.workspace_folder {
+            Some(_) => header.workspace.clone(),
+            None => Vec::new(),
+        };
+        let (workspace, roots) = match workspace_for(client, header.workspace_folder.clone(), extra)
+        {
             (_, roots) if roots.is_empty() => {
                 let ws = Arc::new(Workspace::new(header.workspace.clone()));
                 let roots = ws.roots();
@@ -332,7 +359,7 @@ impl Daemon {
             }
             found => found,
         };
-        let config = self.session_config(&roots, header.config.as_ref())?;
+        let config = self.session_config(client, &roots, header.config.as_ref())?;
         let session = Arc::new(Session::new(
             header.session_id.clone(),
             config,
@@ -343,7 +370,7 @@ impl Daemon {
         session.set_header_title(header.title.clone());
         let projection =
             Projection::from_events(system_prompt(&roots), events.iter().map(|e| &e.event));
-        for event in &events {
+        for event in events.iter().filter(|_| replay) {
             self.sink.on_replay(id, event);
         }
         self.start(session.clone(), workspace, projection);
@@ -380,29 +407,15 @@ impl Daemon {
         self.home.join("sessions")
     }
 
-    fn workspace_for(&self, folder: Option<PathBuf>) -> (Arc<Workspace>, Vec<PathBuf>) {
-        match folder {
-            Some(folder) => {
-                let ws = Arc::new(Workspace::new(vec![folder]));
-                let roots = ws.roots();
-                (ws, roots)
-            }
-            None => (self.workspace.clone(), self.workspace.roots()),
-        }
-    }
-
     /// A session's configuration: the files and environment for its roots,
     /// then `initializationOptions`, then its own overrides.
     fn session_config(
         &self,
+        client: &Client,
         roots: &[PathBuf],
         overrides: Option<&Value>,
     ) -> Result<Config, DaemonError> {
-        let init = self
-            .init_options
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let init = client.init_options();
         Ok(ConfigBuilder::standard(&self.home, roots)?
             .json("initializationOptions", &init)?
             .json("session config", overrides.unwrap_or(&Value::Null))?
@@ -463,12 +476,7 @@ impl Daemon {
             providers: Default::default(),
             tools,
             workspace,
-            buffers: self.buffers.clone(),
             admission,
-            bridge: match &*self.bridge_for.lock().unwrap_or_else(|e| e.into_inner()) {
-                Some(factory) => factory(&session.id),
-                None => self.bridge.clone(),
-            },
             spend: self.spend.clone(),
             instructions: self.instruction_sources(&session.config),
         };
@@ -551,78 +559,40 @@ impl Daemon {
             .ok_or_else(|| DaemonError::UnknownSession(id.to_string()))
     }
 
-    /// Queues a prompt; returns its message id and where the receipt of
-    /// its turn will arrive.
+    /// Queues a prompt from `client`; returns its message id and where
+    /// the receipt of its turn will arrive. Its turn reads `client`'s
+    /// documents (attached files too) and asks through `client`.
     pub fn prompt(
         &self,
+        client: &Arc<Client>,
         session_id: &str,
         content: Vec<UserContent>,
-    ) -> Result<(String, oneshot::Receiver<TurnReceipt>), DaemonError> {
-        self.prompt_reading(session_id, content, None)
-    }
-
-    /// Queues a prompt whose turn reads `buffers` (a serve connection's
-    /// documents) instead of the daemon's cache; attached files are read
-    /// from them too.
-    pub fn prompt_reading(
-        &self,
-        session_id: &str,
-        content: Vec<UserContent>,
-        buffers: Option<Arc<BufferCache>>,
     ) -> Result<(String, oneshot::Receiver<TurnReceipt>), DaemonError> {
         let session = self.session(session_id)?;
         let content = admit_session_images(&session, content)?;
-        let content = self.embed_resources(content, buffers.as_ref().unwrap_or(&self.buffers));
-        Ok(session.enqueue_prompt_reading(content, buffers))
+        let content = embed_resources(content, client.buffers());
+        Ok(session.enqueue_prompt(client, content))
     }
 
-    /// Queues next-step input; returns its message id.
+    /// Queues next-step input from `client`; returns its message id. A
+    /// turn it opens is `client`'s.
     pub fn steer(
         &self,
+        client: &Arc<Client>,
         session_id: &str,
         content: Vec<UserContent>,
         wake: bool,
-    ) -> Result<String, DaemonError> {
-        self.steer_reading(session_id, content, wake, None)
-    }
-
-    /// Queues next-step input; a turn it opens reads `buffers`.
-    pub fn steer_reading(
-        &self,
-        session_id: &str,
-        content: Vec<UserContent>,
-        wake: bool,
-        buffers: Option<Arc<BufferCache>>,
     ) -> Result<String, DaemonError> {
         let session = self.session(session_id)?;
         let content = admit_session_images(&session, content)?;
-        let content = self.embed_resources(content, buffers.as_ref().unwrap_or(&self.buffers));
-        Ok(session.enqueue_steer_reading(content, wake, buffers))
+        let content = embed_resources(content, client.buffers());
+        Ok(session.enqueue_steer(client, content, wake))
     }
 
     /// Cancels a session's running turn (and its inbox unless `keep_inbox`).
     pub fn cancel(&self, session_id: &str, keep_inbox: bool) -> Result<(), DaemonError> {
         self.session(session_id)?.cancel(keep_inbox);
         Ok(())
-    }
-
-    /// Fills in the text of attached files from what the user sees.
-    fn embed_resources(
-        &self,
-        content: Vec<UserContent>,
-        buffers: &BufferCache,
-    ) -> Vec<UserContent> {
-        content
-            .into_iter()
-            .map(|block| match block {
-                UserContent::Resource { uri, text: None } => {
-                    let text = crate::workspace::file_uri_to_path(&uri)
-                        .and_then(|p| buffers.read_text(&p).ok());
-                    UserContent::Resource { uri, text }
-                }
-                other => other,
-            })
-            .collect()
     }
 
     /// Stops every session, answers their queued prompts, and flushes the
@@ -669,6 +639,40 @@ fn admit_session_images(
     };
     let dir = crate::core::images::images_dir(session.log.path());
     crate::core::images::admit_images(content, &dir, &policy).map_err(DaemonError::Prompt)
+}
+
+/// A session's workspace: its own folder first, then `more`; without a
+/// folder, its client's folders.
+fn workspace_for(
+    client: &Client,
+    folder: Option<PathBuf>,
+    more: Vec<PathBuf>,
+) -> (Arc<Workspace>, Vec<PathBuf>) {
+    match folder {
+        Some(folder) => {
+            let ws = Arc::new(Workspace::new(
+                std::iter::once(folder).chain(more).collect(),
+            ));
+            let roots = ws.roots();
+            (ws, roots)
+        }
+        None => (client.workspace().clone(), client.roots()),
+    }
+}
+
+/// Fills in the text of attached files from what the user sees.
+fn embed_resources(content: Vec<UserContent>, buffers: &BufferCache) -> Vec<UserContent> {
+    content
+        .into_iter()
+        .map(|block| match block {
+            UserContent::Resource { uri, text: None } => {
+                let text = crate::workspace::file_uri_to_path(&uri)
+                    .and_then(|p| buffers.read_text(&p).ok());
+                UserContent::Resource { uri, text }
+            }
+            other => other,
+        })
+        .collect()
 }
 
 /// Session ids are what `new_session` makes: hex digits (a path-safe name).

@@ -2,6 +2,8 @@
 //! model messages, and the driver that runs turns. Knows nothing of LSP, ACP
 //! or JSON-RPC; frontends talk to it through [`daemon::Daemon`].
 
+pub mod checkpoints;
+pub mod client;
 pub mod daemon;
 pub mod driver;
 pub mod guards;

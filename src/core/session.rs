@@ -17,10 +17,10 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
+use super::client::Client;
 use super::instructions::{InstructionSources, SessionInstructions};
 use super::log::SessionLog;
 use super::session_model::{ModelChoice, ModelError};
-use crate::buffers::BufferCache;
 use crate::config::Config;
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::event::{Event, InputQueue, StopReason, TurnId, Usage, UserContent};
@@ -52,10 +52,9 @@ pub struct PendingInput {
     /// A title for the turn this prompt opens (a task's title), shown as
     /// its progress title.
     pub title: Option<String>,
-    /// The documents the turn this input opens reads: the cache of the
-    /// editor window that sent it (a serve's connection). `None`: the
-    /// session's own cache.
-    pub buffers: Option<Arc<BufferCache>>,
+    /// The client it came from: a turn this input opens reads that
+    /// client's documents and asks through that client.
+    pub client: Arc<Client>,
     /// The file the turn this input opens is about (a task's file), for
     /// its instruction files; else its attached file, if any.
     pub about: Option<std::path::PathBuf>,
@@ -65,8 +64,9 @@ pub struct PendingInput {
 pub enum Work {
     /// Run a turn for this prompt.
     Prompt(PendingInput),
-    /// Run a turn for the waking next-step inputs.
-    Wake,
+    /// Run a turn for the waking next-step inputs; the client of the last
+    /// waking one, should a cancel take them all before the turn claims them.
+    Wake(Arc<Client>),
 }
 
 /// A turn about to start: the session is already marked running, so a
@@ -123,6 +123,8 @@ pub struct Session {
     instructions: Mutex<SessionInstructions>,
     /// The model the next request uses (`model_changed`).
     model: Mutex<ModelChoice>,
+    /// The prior content of the files its turns change (rewind).
+    pub checkpoints: Arc<crate::core::checkpoints::SessionCheckpoints>,
 }
 
 /// The session's approval state: its mode and what the user said to
@@ -142,6 +144,10 @@ impl Session {
         shutdown: CancellationToken,
     ) -> Self {
         Session {
+            checkpoints: Arc::new(crate::core::checkpoints::SessionCheckpoints::for_log(
+                &id,
+                log.path(),
+            )),
             id,
             log,
             inbox: Mutex::new(Inbox::default()),
@@ -164,37 +170,28 @@ impl Session {
         }
     }
 
-    /// Queues a prompt for its own turn and returns where its receipt
-    /// will arrive.
+    /// Queues a prompt from `client` for its own turn and returns where
+    /// its receipt will arrive.
     pub fn enqueue_prompt(
         &self,
+        client: &Arc<Client>,
         content: Vec<UserContent>,
-    ) -> (String, oneshot::Receiver<TurnReceipt>) {
-        self.enqueue_prompt_reading(content, None)
-    }
-
-    /// Queues a prompt whose turn reads `buffers` (the sending window's
-    /// documents) instead of the session's cache.
-    pub fn enqueue_prompt_reading(
-        &self,
-        content: Vec<UserContent>,
-        buffers: Option<Arc<BufferCache>>,
     ) -> (String, oneshot::Receiver<TurnReceipt>) {
         let (tx, rx) = oneshot::channel();
-        let message_id = self.enqueue(InputQueue::NextTurn, content, Some(tx), true, None, buffers);
+        let message_id = self.enqueue(InputQueue::NextTurn, content, Some(tx), true, None, client);
         (message_id, rx)
     }
 
     /// Queues a task's prompt: like [`Session::enqueue_prompt`], and also
     /// returns where the id of its turn arrives the moment the turn
-    /// starts; `title` is the turn's title until it ends. The turn reads
-    /// `buffers` (the asking window's documents); `about` is the task's
+    /// starts; `title` is the turn's title until it ends. The turn is
+    /// `client`'s (the asking window); `about` is the task's
     /// file, whose directories' instruction files the turn gets.
     pub fn enqueue_titled_prompt(
         &self,
+        client: &Arc<Client>,
         content: Vec<UserContent>,
         title: String,
-        buffers: Option<Arc<BufferCache>>,
         about: Option<std::path::PathBuf>,
     ) -> (
         String,
@@ -209,7 +206,7 @@ impl Session {
             Some(tx),
             true,
             Some((started_tx, title, about)),
-            buffers,
+            client,
         );
         (message_id, rx, started_rx)
     }
@@ -227,18 +224,14 @@ impl Session {
     /// Queues next-step input (`steer`): claimed by the running turn at its
     /// next step boundary; on an idle session, `wake` opens a turn for it
     /// and `!wake` leaves it for the next turn to carry. Returns its id.
-    pub fn enqueue_steer(&self, content: Vec<UserContent>, wake: bool) -> String {
-        self.enqueue_steer_reading(content, wake, None)
-    }
-
-    /// Queues next-step input; a turn it opens reads `buffers`.
-    pub fn enqueue_steer_reading(
+    /// A turn it opens is `client`'s.
+    pub fn enqueue_steer(
         &self,
+        client: &Arc<Client>,
         content: Vec<UserContent>,
         wake: bool,
-        buffers: Option<Arc<BufferCache>>,
     ) -> String {
-        self.enqueue(InputQueue::NextStep, content, None, wake, None, buffers)
+        self.enqueue(InputQueue::NextStep, content, None, wake, None, client)
     }
 
     fn enqueue(
@@ -248,7 +241,7 @@ impl Session {
         receipt: Option<oneshot::Sender<TurnReceipt>>,
         wake: bool,
         titled: Option<(oneshot::Sender<TurnId>, String, Option<std::path::PathBuf>)>,
-        buffers: Option<Arc<BufferCache>>,
+        client: &Arc<Client>,
     ) -> String {
         let (started, title, about) = match titled {
             Some((started, title, about)) => (Some(started), Some(title), about),
@@ -276,7 +269,7 @@ impl Session {
                 wake,
                 started,
                 title,
-                buffers,
+                client: client.clone(),
                 about,
             };
             match queue {
@@ -300,8 +293,12 @@ impl Session {
                 let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
                 let work = match inbox.next_turn.pop_front() {
                     Some(prompt) => Some(Work::Prompt(prompt)),
-                    None if inbox.next_step.iter().any(|i| i.wake) => Some(Work::Wake),
-                    None => None,
+                    None => inbox
+                        .next_step
+                        .iter()
+                        .rev()
+                        .find(|i| i.wake)
+                        .map(|i| Work::Wake(i.client.clone())),
                 };
                 if let Some(mut work) = work {
                     // Marked running before the inbox lock is released: a
@@ -320,7 +317,7 @@ impl Session {
                             }
                             Some(p.message_id.clone())
                         }
-                        Work::Wake => {
+                        Work::Wake(_) => {
                             *self.turn_title.lock().unwrap_or_else(|e| e.into_inner()) = None;
                             None
                         }

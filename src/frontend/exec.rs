@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use crate::core::client::OneBridge;
 use crate::core::daemon::{Daemon, DaemonOptions, NewSession};
 use crate::core::history::shorten;
 use crate::core::log::{Durability, EventSink, LoggedEvent};
@@ -151,9 +152,10 @@ pub async fn run(task: ExecTask) -> u8 {
         sink: Arc::new(TerminalSink {
             streaming: std::io::IsTerminal::is_terminal(&std::io::stdout()),
         }),
-        bridge: Arc::new(NoClient),
     });
-    daemon.workspace().set_roots(vec![task.workspace.clone()]);
+    // No editor: a client that cannot be asked, on the task's folder.
+    let client = daemon.connect(Arc::new(OneBridge(Arc::new(NoClient))));
+    client.workspace().set_roots(vec![task.workspace.clone()]);
     let mut content = vec![UserContent::Text { text: task.task }];
     if let Some(file) = &task.file {
         match attachment(file, task.range) {
@@ -165,18 +167,21 @@ pub async fn run(task: ExecTask) -> u8 {
         }
     }
     let config = task.mode.map(|mode| json!({"approval": {"mode": mode}}));
-    let session = match daemon.new_session(NewSession {
-        workspace_folder: None,
-        title: None,
-        config,
-    }) {
+    let session = match daemon.new_session(
+        &client,
+        NewSession {
+            workspace_folder: None,
+            title: None,
+            config,
+        },
+    ) {
         Ok(session) => session,
         Err(e) => {
             eprintln!("tandem: {e}");
             return 2;
         }
     };
-    let (_, receipt) = match daemon.prompt(&session.id, content) {
+    let (_, receipt) = match daemon.prompt(&client, &session.id, content) {
         Ok(receipt) => receipt,
         Err(e) => {
             eprintln!("tandem: {e}");

@@ -3,6 +3,7 @@
 //! events, everything it asks for is a call on the core's `Daemon`.
 
 pub mod acp;
+pub(crate) mod additional_roots;
 mod client_pipe;
 mod coalesce;
 pub mod doctor;
@@ -13,6 +14,7 @@ pub mod mcp_servers;
 mod memory;
 pub mod models;
 pub use self::memory::use_one_heap;
+pub(crate) mod rewind;
 mod sandbox_info;
 pub mod serve;
 mod stdin;

@@ -10,8 +10,8 @@ use crate::core::log::LoggedEvent;
 use crate::core::session::TurnReceipt;
 use crate::protocol::{
     error_code, ContentBlock, EmbeddedResource, PlanEntry, PromptResult, RequestUserInputParams,
-    SessionUpdate, ToolCallContent, UpdateParams, WireMcpTarget, WireQuestion, WireQuestionOption,
-    WireUsage,
+    SessionUpdate, ToolCallContent, UpdateParams, WireLocation, WireMcpTarget, WireQuestion,
+    WireQuestionOption, WireUsage,
 };
 use crate::vocab::bridge::{Question, UserInputRequest};
 use crate::vocab::event::{Event, InputQueue, ToolStatus, Usage, UserContent};
@@ -30,6 +30,7 @@ pub fn daemon_error_parts(error: DaemonError) -> (i64, String, Option<serde_json
         DaemonError::Storage(message) => (error_code::SESSION_STORAGE, message, None),
         DaemonError::Busy(message) => (error_code::SESSION_BUSY, message, None),
         DaemonError::Prompt(message) => (-32602, format!("invalid params: {message}"), None),
+        DaemonError::InvalidParams(message) => (-32602, message, None),
     }
 }
 
@@ -125,9 +126,11 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             content: wire_content(content),
         },
         Event::AssistantChunk { text, .. } => SessionUpdate::AgentMessageChunk {
+            message_id: event.message_id().unwrap_or_default(),
             content: text_block(text),
         },
         Event::ThoughtChunk { text, .. } => SessionUpdate::AgentThoughtChunk {
+            message_id: event.message_id().unwrap_or_default(),
             content: text_block(text),
         },
         Event::AttemptFailed {
@@ -159,6 +162,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             content: Vec::new(),
             output_delta: None,
             waiting_for: None,
+            locations: Vec::new(),
         },
         Event::ToolOutput { call_id, text, .. } => SessionUpdate::ToolCallUpdate {
             tool_call_id: call_id.clone(),
@@ -166,6 +170,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             content: Vec::new(),
             output_delta: Some(text.clone()),
             waiting_for: None,
+            locations: Vec::new(),
         },
         // Editors read the result's text, which says the image was passed on.
         Event::ToolImage { .. } => return None,
@@ -182,6 +187,23 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
                 .collect(),
             output_delta: None,
             waiting_for: None,
+            locations: Vec::new(),
+        },
+        Event::ToolLocations {
+            call_id, locations, ..
+        } => SessionUpdate::ToolCallUpdate {
+            tool_call_id: call_id.clone(),
+            status: None,
+            content: Vec::new(),
+            output_delta: None,
+            waiting_for: None,
+            locations: locations
+                .iter()
+                .map(|l| WireLocation {
+                    path: l.path.clone(),
+                    line: l.line,
+                })
+                .collect(),
         },
         Event::ToolWaiting {
             call_id,
@@ -193,6 +215,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             content: Vec::new(),
             output_delta: None,
             waiting_for: Some(waiting_for.clone()),
+            locations: Vec::new(),
         },
         Event::Plan { steps, .. } => SessionUpdate::Plan {
             entries: steps
@@ -234,6 +257,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             }],
             output_delta: None,
             waiting_for: None,
+            locations: Vec::new(),
         },
         Event::UsageUpdate {
             call,
@@ -298,7 +322,12 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         | Event::StepEnd { .. }
         | Event::RetryBudgetSpent { .. }
         | Event::BudgetExceeded { .. }
-        | Event::Instructions { .. } => return None,
+        | Event::Instructions { .. }
+        | Event::Checkpoint { .. }
+        | Event::CheckpointEnd { .. }
+        | Event::RewindStarted { .. }
+        | Event::RewindFile { .. }
+        | Event::Rewound { .. } => return None,
     };
     Some(update)
 }
@@ -344,6 +373,7 @@ pub fn prompt_result(receipt: TurnReceipt) -> PromptResult {
         stop_reason: receipt.stop_reason.as_str().to_string(),
         message: receipt.message,
         usage: priced(&receipt.usage, receipt.cost_usd),
+        message_id: None,
     }
 }
 

@@ -19,8 +19,9 @@ use ignore::WalkState;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::list_files::{compile_glob, display_under, place};
-use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
+use super::list_files::{compile_glob, display_under, place, walk_targets};
+use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
+use crate::vocab::event::ToolLocation;
 use crate::workspace::{walk_builder, PathGlob};
 
 pub struct Grep;
@@ -122,14 +123,7 @@ impl Tool for Grep {
             .build(&args.pattern)
             .map_err(|e| ToolError::new(format!("invalid regex /{}/: {e}", args.pattern)))?;
         let glob = compile_glob(args.glob.as_deref())?;
-        let target = ctx
-            .workspace
-            .resolve(args.path.as_deref().unwrap_or("."))
-            .map_err(|e| ToolError::new(e.to_string()))?;
-        let shown = ctx.workspace.display_path(&target);
-        if !target.exists() {
-            return Err(ToolError::new(format!("`{shown}` does not exist")));
-        }
+        let targets = walk_targets(ctx, args.path.as_deref())?;
         let search = Search {
             ctx: ctx.clone(),
             matcher,
@@ -137,11 +131,17 @@ impl Tool for Grep {
             limit,
             open: ctx.buffers.open_paths().into_iter().collect(),
         };
-        let results =
-            tokio::task::spawn_blocking(move || search.run(&target, &shown).map(|r| (r, shown)))
-                .await
-                .map_err(|e| ToolError::new(format!("grep failed internally: {e}")))?;
+        let results = tokio::task::spawn_blocking(move || {
+            let shown = targets[0].1.clone();
+            search.run(&targets).map(|r| (r, shown))
+        })
+        .await
+        .map_err(|e| ToolError::new(format!("grep failed internally: {e}")))?;
         let (results, shown) = results?;
+        let hits = hit_locations(ctx, &results);
+        if !hits.is_empty() {
+            (ctx.emit)(ToolEvent::Locations(hits));
+        }
         Ok(render(
             results,
             limit,
@@ -150,6 +150,27 @@ impl Tool for Grep {
             args.glob.as_deref(),
         ))
     }
+}
+
+/// Editors follow at most this many of a search's files.
+const MAX_LOCATIONS: usize = 50;
+
+/// Each file with hits, at its first hit, in output order.
+fn hit_locations(ctx: &ToolContext, found: &Found) -> Vec<ToolLocation> {
+    found
+        .by_path
+        .iter()
+        .take(MAX_LOCATIONS)
+        .filter_map(|(shown, lines)| {
+            let path = ctx.workspace.resolve(shown).ok()?;
+            Some(ToolLocation {
+                path: path.display().to_string(),
+                line: lines
+                    .first()
+                    .map(|m| u32::try_from(m.line).unwrap_or(u32::MAX)),
+            })
+        })
+        .collect()
 }
 
 /// The only way this tool reads an open document's text.
@@ -201,19 +222,29 @@ struct Search {
 }
 
 impl Search {
-    fn run(&self, target: &Path, shown: &str) -> Result<Found, ToolError> {
+    /// Searches every target (a path, or each root) into one result.
+    fn run(&self, targets: &[(PathBuf, String)]) -> Result<Found, ToolError> {
         let found = Mutex::new(Found::default());
+        for (target, shown) in targets {
+            self.search_target(target, shown, &found);
+        }
+        if self.ctx.cancel.is_cancelled() {
+            return Err(ToolError::new("grep was cancelled"));
+        }
+        Ok(found.into_inner().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn search_target(&self, target: &Path, shown: &str, found: &Mutex<Found>) {
         if target.is_file() {
             // Named explicitly, a file is searched whatever the ignore rules
             // and glob say, as ripgrep does.
             let mut searcher = new_searcher();
             if let Some(file) = self.search_file(&mut searcher, target) {
-                lock(&found).add(shown.to_string(), file, self.limit);
+                lock(found).add(shown.to_string(), file, self.limit);
             }
         } else {
             walk_builder(target).build_parallel().run(|| {
                 let mut searcher = new_searcher();
-                let found = &found;
                 Box::new(move |entry| {
                     if self.ctx.cancel.is_cancelled() {
                         return WalkState::Quit;
@@ -236,10 +267,6 @@ impl Search {
                 })
             });
         }
-        if self.ctx.cancel.is_cancelled() {
-            return Err(ToolError::new("grep was cancelled"));
-        }
-        Ok(found.into_inner().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// A file's matches; `None` when it has none, is binary or is unreadable.

@@ -4,12 +4,13 @@
 //! line; directories end in `/` and are listed only without a `glob`. Past
 //! the limit, a last line `[truncated: N of M entries shown]`. The listing
 //! is of the disk: open buffers never create entries.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
+use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
+use crate::vocab::event::ToolLocation;
 use crate::workspace::{walk_builder, PathGlob};
 
 pub struct ListFiles;
@@ -96,26 +97,66 @@ impl Tool for ListFiles {
             ));
         }
         let glob = compile_glob(args.glob.as_deref())?;
-        let dir = ctx
-            .workspace
-            .resolve(args.path.as_deref().unwrap_or("."))
-            .map_err(|e| ToolError::new(e.to_string()))?;
-        let shown = ctx.workspace.display_path(&dir);
-        if !dir.exists() {
-            return Err(ToolError::new(format!("`{shown}` does not exist")));
-        }
-        if !dir.is_dir() {
-            // Listing a file is a fair question with an obvious answer.
-            return Ok(format!("{shown}\n"));
+        let targets = walk_targets(ctx, args.path.as_deref())?;
+        (ctx.emit)(ToolEvent::Locations(
+            targets
+                .iter()
+                .map(|(dir, _)| ToolLocation {
+                    path: dir.display().to_string(),
+                    line: None,
+                })
+                .collect(),
+        ));
+        if let [(dir, shown)] = &targets[..] {
+            if !dir.is_dir() {
+                // Listing a file is a fair question with an obvious answer.
+                return Ok(format!("{shown}\n"));
+            }
         }
         let ctx = ctx.clone();
         tokio::task::spawn_blocking(move || {
-            let entries = list(&ctx, &dir, &shown, glob.as_ref())?;
-            Ok(render(entries, limit, &shown, args.glob.as_deref()))
+            let mut entries = Vec::new();
+            for (dir, shown) in &targets {
+                entries.extend(list(&ctx, dir, shown, glob.as_ref())?);
+            }
+            Ok(render(entries, limit, &targets[0].1, args.glob.as_deref()))
         })
         .await
         .map_err(|e| ToolError::new(format!("list_files failed internally: {e}")))?
     }
+}
+
+/// What a walk covers, each with its displayed name: the path the model
+/// gave, or, without one, every root of the workspace (the first shown as
+/// `.`, the others absolute). Each exists.
+pub(crate) fn walk_targets(
+    ctx: &ToolContext,
+    path: Option<&str>,
+) -> Result<Vec<(PathBuf, String)>, ToolError> {
+    let dirs = match path {
+        // A root inside another is walked with it, once.
+        None if !ctx.workspace.roots().is_empty() => {
+            let roots = ctx.workspace.roots();
+            roots
+                .iter()
+                .filter(|r| !roots.iter().any(|o| o != *r && r.starts_with(o)))
+                .cloned()
+                .collect()
+        }
+        _ => vec![ctx
+            .workspace
+            .resolve(path.unwrap_or("."))
+            .map_err(|e| ToolError::new(e.to_string()))?],
+    };
+    dirs.into_iter()
+        .map(|dir| {
+            let shown = ctx.workspace.display_path(&dir);
+            if !dir.exists() {
+                return Err(ToolError::new(format!("`{shown}` does not exist")));
+            }
+            Ok((dir, shown))
+        })
+        .collect()
 }
 
 /// An empty glob means no glob; an invalid one is an error the model can fix.

@@ -11,6 +11,7 @@ pub mod edits;
 pub mod exec;
 pub mod exec_command;
 pub mod grep;
+pub mod language;
 pub mod list_files;
 pub mod patch;
 pub mod read_file;
@@ -77,6 +78,9 @@ pub struct ToolContext {
     /// `max_image_bytes`: a tool may then emit [`ToolEvent::Image`].
     pub vision: bool,
     pub max_image_bytes: u64,
+    /// `[tools] diagnostics_settle_ms` when `apply_patch` checks the
+    /// editor's diagnostics after an edit; `None`: no check.
+    pub diagnostics_settle: Option<std::time::Duration>,
 }
 
 impl ToolContext {
@@ -100,6 +104,7 @@ impl ToolContext {
             unsandboxed: false,
             vision: false,
             max_image_bytes: 0,
+            diagnostics_settle: None,
         }
     }
 }
@@ -115,6 +120,8 @@ pub enum ToolEvent {
     /// An image the call returned (base64), for a model with vision
     /// (`ToolContext::vision`); logged as the call's `tool_image`.
     Image { mime_type: String, data: String },
+    /// The places the call reads or changes (`ToolLocation`s).
+    Locations(Vec<crate::vocab::event::ToolLocation>),
     /// A new plan (`update_plan`).
     Plan {
         explanation: Option<String>,
@@ -195,6 +202,11 @@ pub trait Tool: Send + Sync {
     fn read_only_hint(&self) -> bool {
         self.approval() == ApprovalClass::Read
     }
+    /// Whether a client with `abilities` can serve this tool (the editor's
+    /// language features are offered only where the editor answers them).
+    fn offered_to(&self, _abilities: ClientAbilities) -> bool {
+        true
+    }
 }
 
 /// Tools that come and go while a session runs (an MCP server's): asked
@@ -235,6 +247,7 @@ impl ToolRegistry {
         registry.register(Arc::new(exec_command::ExecCommand));
         registry.register(Arc::new(update_plan::UpdatePlan));
         registry.register(Arc::new(request_user_input::RequestUserInput));
+        language::register(&mut registry);
         registry
     }
 
@@ -254,7 +267,7 @@ impl ToolRegistry {
         if tool.name() == "request_user_input" && !abilities.request_user_input {
             return false;
         }
-        true
+        tool.offered_to(abilities)
     }
 
     /// The specs of the tools offered in this mode to this client.

@@ -13,8 +13,9 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
+use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 use crate::vocab::bridge::{BridgeOutcome, ClientFile};
+use crate::vocab::event::ToolLocation;
 
 mod range;
 
@@ -110,6 +111,12 @@ impl Tool for ReadFile {
             .resolve(&args.path)
             .map_err(|e| ToolError::new(e.to_string()))?;
         let shown = ctx.workspace.display_path(&path);
+        if path.is_file() {
+            (ctx.emit)(ToolEvent::Locations(vec![ToolLocation {
+                path: path.display().to_string(),
+                line: Some(u32::try_from(offset).unwrap_or(u32::MAX)),
+            }]));
+        }
         if ctx.bridge.facilities().read_text_file && !path.is_dir() {
             let text = read_through_client(ctx, path, &shown).await?;
             if is_binary(text.as_bytes()) {

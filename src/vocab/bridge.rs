@@ -9,6 +9,10 @@
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::language::{
+    FileDiagnostics, LanguageAnswer, LanguageFeatures, Location, Symbol, TextPoint,
+};
+
 /// What the connected client said it can answer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ClientAbilities {
@@ -21,6 +25,9 @@ pub struct ClientAbilities {
     /// `workspace.workspaceEdit.resourceOperations` includes create, rename
     /// and delete.
     pub resource_operations: bool,
+    /// The editor's language servers, as far as it answers for them
+    /// (`experimental.tandem.languageFeatures`).
+    pub language: LanguageFeatures,
 }
 
 /// What the client offers besides questions and edits: its own view of the
@@ -256,7 +263,44 @@ pub trait ClientBridge: Send + Sync {
         request: ApplyEditRequest,
         cancel: &CancellationToken,
     ) -> BridgeOutcome<ApplyEditResponse>;
+    /// The editor's current diagnostics of `paths` (absolute, inside the
+    /// workspace), or of every file it has diagnostics for.
+    async fn diagnostics(
+        &self,
+        _paths: Option<Vec<std::path::PathBuf>>,
+        _cancel: &CancellationToken,
+    ) -> BridgeOutcome<LanguageAnswer<FileDiagnostics>> {
+        BridgeOutcome::Unavailable(NO_LANGUAGE_FEATURES.to_string())
+    }
+    /// Where the symbol at `at` is defined, from the editor's providers.
+    async fn definition(
+        &self,
+        _at: TextPoint,
+        _cancel: &CancellationToken,
+    ) -> BridgeOutcome<LanguageAnswer<Location>> {
+        BridgeOutcome::Unavailable(NO_LANGUAGE_FEATURES.to_string())
+    }
+    /// Where the symbol at `at` is used, from the editor's providers.
+    async fn references(
+        &self,
+        _at: TextPoint,
+        _include_declaration: bool,
+        _cancel: &CancellationToken,
+    ) -> BridgeOutcome<LanguageAnswer<Location>> {
+        BridgeOutcome::Unavailable(NO_LANGUAGE_FEATURES.to_string())
+    }
+    /// The workspace's symbols matching `query`, from the editor's providers.
+    async fn workspace_symbols(
+        &self,
+        _query: String,
+        _cancel: &CancellationToken,
+    ) -> BridgeOutcome<LanguageAnswer<Symbol>> {
+        BridgeOutcome::Unavailable(NO_LANGUAGE_FEATURES.to_string())
+    }
 }
+
+/// Why a bridge without the editor's language features cannot answer.
+pub const NO_LANGUAGE_FEATURES: &str = "the editor does not offer its language features";
 
 /// A client that can answer nothing (headless runs, tests of the core).
 pub struct NoClient;

@@ -344,6 +344,14 @@ pub enum Event {
         call_id: String,
         files: Vec<FileDiff>,
     },
+    /// The places a tool call reads or changes (a file read, a directory
+    /// listed, grep's hits, each file a patch changes), for editors that
+    /// follow the agent.
+    ToolLocations {
+        turn_id: TurnId,
+        call_id: String,
+        locations: Vec<ToolLocation>,
+    },
     /// A tool call waits for the user (`permission` or `input`).
     ToolWaiting {
         turn_id: TurnId,
@@ -502,6 +510,61 @@ pub enum Event {
         step: u32,
         results: Vec<ShrunkResult>,
     },
+    // Checkpoints and rewind (issue 26) add from here.
+    /// The state of files before a turn changed them, stored before the
+    /// first change (one event per batch of files newly touched). A
+    /// rewind is a checkpoint too: `turn_id` is then its rewind id.
+    Checkpoint {
+        turn_id: TurnId,
+        files: Vec<crate::vocab::checkpoint::CheckpointFile>,
+    },
+    /// What the turn (or rewind) left of its checkpoint's files, logged
+    /// when it ended: a file found otherwise later was changed by the user.
+    CheckpointEnd {
+        turn_id: TurnId,
+        files: Vec<crate::vocab::checkpoint::CheckpointAfter>,
+    },
+    /// A rewind is about to write `files` (synced before the first write);
+    /// each written file then gets a `rewind_file`, and the rewind a
+    /// `rewound`. After a kill, the files without a `rewind_file` were not
+    /// written (each write is an atomic rename).
+    RewindStarted {
+        rewind_id: String,
+        to_message_id: String,
+        files: Vec<String>,
+        conversation: bool,
+    },
+    /// One file of a rewind is restored.
+    RewindFile {
+        rewind_id: String,
+        path: String,
+    },
+    /// A rewind ended. With `conversation`, the model's context ends just
+    /// before `to_message_id` from now on (the events stay in the log).
+    Rewound {
+        rewind_id: String,
+        to_message_id: String,
+        conversation: bool,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        restored: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        conflicts: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        unrestorable: Vec<String>,
+        /// Written by recovery for a rewind the daemon died in: the files
+        /// it had not written yet (untouched).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        untouched: Vec<String>,
+    },
+}
+
+/// A place a tool call touches: an absolute path, and a 1-based line
+/// when the call is about one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolLocation {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
 }
 
 /// One tool result cut by `results_shrunk`: its size in the model's
@@ -531,6 +594,11 @@ pub struct ContextUse {
     pub size: u64,
 }
 
+/// The id of the model's answer in one step's attempt.
+fn agent_message_id(turn_id: &str, step: u32, attempt: u32) -> String {
+    format!("{turn_id}-{step}-{attempt}")
+}
+
 /// Costs in US dollars of a call, its turn and its session.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Cost {
@@ -540,6 +608,40 @@ pub struct Cost {
 }
 
 impl Event {
+    /// The id of the message this event is part of, as every frontend
+    /// sends it (ACP's `messageId`): a user message's own id (`m1`, from
+    /// its `input_queued`), and for the model's output one id per step and
+    /// attempt, `t1-1-1` for the answer and `t1-1-1-thought` for the
+    /// reasoning — derived from the event alone, so a reload, a replay and
+    /// a fork name every message as the live stream did.
+    pub fn message_id(&self) -> Option<String> {
+        match self {
+            Event::UserMessage { message_id, .. } => Some(message_id.clone()),
+            Event::AssistantChunk {
+                turn_id,
+                step,
+                attempt,
+                ..
+            }
+            | Event::AssistantMessage {
+                turn_id,
+                step,
+                attempt,
+                ..
+            } => Some(agent_message_id(turn_id, *step, *attempt)),
+            Event::ThoughtChunk {
+                turn_id,
+                step,
+                attempt,
+                ..
+            } => Some(format!(
+                "{}-thought",
+                agent_message_id(turn_id, *step, *attempt)
+            )),
+            _ => None,
+        }
+    }
+
     /// The turn this event belongs to, if any.
     pub fn turn_id(&self) -> Option<&str> {
         match self {
@@ -547,7 +649,12 @@ impl Event {
             | Event::InputDiscarded { .. }
             | Event::ModeChanged { .. }
             | Event::ModelChanged { .. }
-            | Event::TitleChanged { .. } => None,
+            | Event::TitleChanged { .. }
+            | Event::Checkpoint { .. }
+            | Event::CheckpointEnd { .. }
+            | Event::RewindStarted { .. }
+            | Event::RewindFile { .. }
+            | Event::Rewound { .. } => None,
             Event::Instructions { turn_id, .. } => turn_id.as_deref(),
             Event::TurnStart { turn_id }
             | Event::UserMessage { turn_id, .. }
@@ -566,6 +673,7 @@ impl Event {
             | Event::ToolOutput { turn_id, .. }
             | Event::ToolImage { turn_id, .. }
             | Event::ToolDiff { turn_id, .. }
+            | Event::ToolLocations { turn_id, .. }
             | Event::ToolWaiting { turn_id, .. }
             | Event::ApprovalDecided { turn_id, .. }
             | Event::Plan { turn_id, .. }
@@ -597,6 +705,9 @@ impl Event {
                 | Event::TitleChanged { .. }
                 | Event::Compacted { .. }
                 | Event::TurnEnd { .. }
+                | Event::Checkpoint { .. }
+                | Event::RewindStarted { .. }
+                | Event::Rewound { .. }
         )
     }
 }

@@ -8,9 +8,11 @@
 
 pub mod approval;
 pub mod bridge;
+pub mod checkpoint;
 pub mod edit;
 pub mod event;
 pub mod image;
 pub mod instructions;
+pub mod language;
 pub mod plan;
 pub mod pricing;

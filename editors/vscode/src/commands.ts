@@ -7,6 +7,7 @@ import type { Review } from './review';
 import { Review as ReviewClass } from './review';
 import type { Tasks } from './tasks';
 import { SECRET_API_KEY } from './config';
+import { toggleFollow } from './follow';
 
 export interface Deps {
   ctx: Ctx;
@@ -46,6 +47,24 @@ export const COMMANDS: Record<string, Factory> = {
     await vscode.commands.executeCommand('tandem.chat.focus');
     await chat.load(pick.sessionId);
   },
+  'tandem.renameSession': ({ ctx, chat }) => async (title?: unknown) => {
+    const client = await ctx.ensureClient();
+    const sessionId = chat.sessionId;
+    if (!client || !sessionId) {
+      void vscode.window.showInformationMessage('tandem: no session to rename yet: send a prompt first.');
+      return;
+    }
+    const current = chat.title ?? (await client.sendRequest(ext.listSessions, {})).sessions.find((s) => s.sessionId === sessionId)?.title;
+    const name = typeof title === 'string' ? title : await vscode.window.showInputBox({
+      title: 'tandem: Rename Session',
+      prompt: 'The title the session lists show (Open Session…)',
+      value: current ?? '',
+      validateInput: (v) => (v.trim() ? undefined : 'A title cannot be empty'),
+    });
+    if (name === undefined) return;
+    await client.sendRequest(ext.renameSession, { sessionId, title: name });
+  },
+  'tandem.followAgent': () => () => toggleFollow(),
   'tandem.setMode': ({ chat }) => async (mode?: unknown) => {
     const m = typeof mode === 'string' ? mode : await vscode.window.showQuickPick([...ext.APPROVAL_MODES], { title: 'tandem: approval mode' });
     if (m && (ext.APPROVAL_MODES as readonly string[]).includes(m)) await chat.setMode(m as ext.ApprovalMode);

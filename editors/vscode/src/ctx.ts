@@ -11,6 +11,7 @@ import { CancellationToken, type LanguageClient } from 'vscode-languageclient/no
 import { createClient } from './client';
 import { doctorHint, MIN_PROTOCOL_VERSION, protocolVersionOf, resolveBinary, sandboxWarningOf } from './binary';
 import { daemonEnv, initializationOptions, SECRET_API_KEY, userSet } from './config';
+import { LanguageFeatures } from './language';
 import * as ext from './lsp_ext';
 import type { Review } from './review';
 import type { UserRequests } from './requests';
@@ -151,6 +152,7 @@ export class Ctx implements vscode.Disposable {
       }),
       client.onRequest(ext.requestPermission, (p, token) => this.requests.requestPermission(p, token)),
       client.onRequest(ext.requestUserInput, (p, token) => this.requests.requestUserInput(p, token)),
+      ...this.languageFeatures(client),
     );
     this.setStatus('starting');
     try {
@@ -176,9 +178,24 @@ export class Ctx implements vscode.Disposable {
       void vscode.window.showWarningMessage(sandboxWarning);
     }
     this.client = client;
+    this.language?.reportAll();
     this.setStatus('running');
     this.sink.onClientChanged(true);
     return client;
+  }
+
+  /** The language features of this client: its requests answered, its diagnostics reported. */
+  private language: LanguageFeatures | undefined;
+  private languageFeatures(client: LanguageClient): vscode.Disposable[] {
+    const language = new LanguageFeatures((p) => void client.sendNotification(ext.diagnosticsChanged, p));
+    this.language = language;
+    return [
+      language,
+      client.onRequest(ext.diagnostics, (p) => language.diagnostics(p)),
+      client.onRequest(ext.definition, (p) => language.definition(p)),
+      client.onRequest(ext.references, (p) => language.references(p)),
+      client.onRequest(ext.workspaceSymbols, (p) => language.workspaceSymbols(p)),
+    ];
   }
 
   private async offerSetPath(message: string): Promise<void> {

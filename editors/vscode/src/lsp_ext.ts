@@ -40,7 +40,7 @@ export interface NewSessionResult extends ModelState { sessionId: string; mode: 
 export const newSession = new RequestType<NewSessionParams, NewSessionResult, void>('tandem/newSession');
 
 export interface PromptParams { sessionId: string; prompt: ContentBlock[] }
-export interface PromptResult { turnId: string | null; stopReason: StopReason; message?: string; usage: Usage }
+export interface PromptResult { turnId: string | null; stopReason: StopReason; message?: string; usage: Usage; /** The prompt's own message id (`tandem/forkSession` takes it). */ messageId?: string }
 export const prompt = new RequestType<PromptParams, PromptResult, void>('tandem/prompt');
 
 export interface SteerParams { sessionId: string; prompt: ContentBlock[]; wake?: boolean }
@@ -76,6 +76,10 @@ export const renameSession = new RequestType<{ sessionId: string; title: string 
 export const closeSession = new RequestType<{ sessionId: string }, Record<string, never>, void>('tandem/closeSession');
 /** Removes a session's log; `-32005` while a turn runs. */
 export const deleteSession = new RequestType<{ sessionId: string }, Record<string, never>, void>('tandem/deleteSession');
+/** A new session with the history before the turn `messageId` opened (all of it without one), loaded without a replay. */
+export const forkSession = new RequestType<{ sessionId: string; messageId?: string }, { sessionId: string; mode: ApprovalMode }, void>(
+  'tandem/forkSession',
+);
 /** `tandem/listMcpServers` (protocol.md, MCP servers). */
 export interface McpServerInfo {
   name: string;
@@ -86,6 +90,20 @@ export interface McpServerInfo {
 export const listMcpServers = new RequestType<{ sessionId?: string }, { servers: McpServerInfo[] }, void>(
   'tandem/listMcpServers',
 );
+/** `tandem/rewind`: files and/or the conversation back to before a user message (or a rewind undone). */
+export interface RewindParams {
+  sessionId: string;
+  toMessageId: string;
+  files: boolean;
+  conversation: boolean;
+  force?: boolean | string[];
+  dryRun?: boolean;
+}
+export type RewindStatus = 'restore' | 'restored' | 'conflict' | 'unrestorable' | 'unchanged' | 'failed';
+export interface RewindFile { path: string; status: RewindStatus; diff?: string; reason?: string }
+export interface RewindResult { rewindId?: string; files: RewindFile[]; conversation: boolean }
+export const rewind = new RequestType<RewindParams, RewindResult, void>('tandem/rewind');
+
 export const loadSession = new RequestType<{ sessionId: string }, ModelState & { sessionId: string; replayed: number; mode: ApprovalMode; instructions: InstructionFile[] }, void>(
   'tandem/loadSession',
 );
@@ -119,13 +137,15 @@ export const BUILTIN_TASKS = ['explain', 'fix', 'edit', 'tests', 'document'] as 
 
 export interface ToolCallDiff { type: 'diff'; path: string; oldText?: string; newText: string }
 export type ToolCallContent = { type: 'content'; content: ContentBlock } | ToolCallDiff;
+/** A place a tool call reads or changes: absolute path, 1-based line. */
+export interface ToolCallLocation { path: string; line?: number }
 export interface PlanEntry { content: string; priority: string; status: 'pending' | 'in_progress' | 'completed' }
 
 export type SessionUpdate =
   | { sessionUpdate: 'input_status'; messageIds: string[]; status: 'pending' | 'claimed' | 'discarded'; queue?: string; reason?: string }
   | { sessionUpdate: 'user_message'; messageId: string; content: ContentBlock[] }
-  | { sessionUpdate: 'agent_message_chunk'; content: { type: 'text'; text: string } }
-  | { sessionUpdate: 'agent_thought_chunk'; content: { type: 'text'; text: string } }
+  | { sessionUpdate: 'agent_message_chunk'; messageId?: string; content: { type: 'text'; text: string } }
+  | { sessionUpdate: 'agent_thought_chunk'; messageId?: string; content: { type: 'text'; text: string } }
   | { sessionUpdate: 'agent_message_reset' }
   | { sessionUpdate: 'tool_call'; toolCallId: string; title: string; kind: string; status: string; rawInput?: unknown }
   | {
@@ -135,6 +155,7 @@ export type SessionUpdate =
       waitingFor?: 'permission' | 'input';
       outputDelta?: string;
       content?: ToolCallContent[];
+      locations?: ToolCallLocation[];
     }
   | { sessionUpdate: 'plan'; entries: PlanEntry[] }
   | { sessionUpdate: 'context_compacted'; removedMessages: number; summarized: boolean }
@@ -175,8 +196,33 @@ export const PATCH_ANNOTATION_PREFIX = 'tandem-patch-';
 /** `tandem-task-<sessionId>-<turnId>`: the change annotation of a task's inline edit of a selection. */
 export const TASK_ANNOTATION_PREFIX = 'tandem-task-';
 
+// ---- the editor's language servers (issue 27) --------------------------------
+
+/** An LSP diagnostic (severity 1 = error … 4 = hint). */
+export interface LspDiagnostic { range: LspRange; severity?: number; message: string; source?: string; code?: string | number }
+/** One file's diagnostics, for the document version they are for (`null`: not open). */
+export interface FileDiagnostics { uri: string; version: number | null; diagnostics: LspDiagnostic[] }
+export interface LspLocation { uri: string; range: LspRange }
+export interface WireSymbol { name: string; kind: number; containerName?: string; location: LspLocation }
+/** Every answer may be empty with the reason. */
+export interface DiagnosticsResult { files: FileDiagnostics[]; reason?: string }
+export interface LocationsResult { locations: LspLocation[]; reason?: string }
+export interface WorkspaceSymbolsResult { symbols: WireSymbol[]; reason?: string }
+export interface SymbolAtParams { uri: string; position: { line: number; character: number }; includeDeclaration?: boolean }
+export const diagnostics = new RequestType<{ uris?: string[] }, DiagnosticsResult, void>('tandem/diagnostics');
+export const definition = new RequestType<SymbolAtParams, LocationsResult, void>('tandem/definition');
+export const references = new RequestType<SymbolAtParams, LocationsResult, void>('tandem/references');
+export const workspaceSymbols = new RequestType<{ query: string }, WorkspaceSymbolsResult, void>('tandem/workspaceSymbols');
+/** editor -> daemon: a document's diagnostics changed. */
+export const diagnosticsChanged = new NotificationType<FileDiagnostics>('tandem/diagnosticsChanged');
+export const LANGUAGE_FEATURES = ['diagnostics', 'definition', 'references', 'symbols'] as const;
+
 /** The client capabilities tandem reads beyond the language client's own. */
-export const TANDEM_EXPERIMENTAL_CAPABILITIES = { requestPermission: true, requestUserInput: true } as const;
+export const TANDEM_EXPERIMENTAL_CAPABILITIES = {
+  requestPermission: true,
+  requestUserInput: true,
+  languageFeatures: LANGUAGE_FEATURES,
+} as const;
 
 /** Human words for a stop reason. */
 export function describeStopReason(reason: StopReason | string): string {

@@ -7,6 +7,7 @@ import { Review, PROPOSED_SCHEME } from './review';
 import { UserRequests } from './requests';
 import { Tasks } from './tasks';
 import { COMMANDS } from './commands';
+import { restoreCheckpoint } from './rewind';
 import { RESTART_SETTINGS } from './config';
 import type { FromWebview } from './chat/messages';
 
@@ -61,6 +62,9 @@ export function activate(extCtx: vscode.ExtensionContext): void {
         break;
       case 'answer':
         requests.answerQuestion(m.requestId, m.answers);
+        break;
+      case 'restoreCheckpoint':
+        await restoreCheckpoint(chat, m.messageId);
         break;
       case 'proposal':
         if (m.action === 'accept') await review.accept(m.toolCallId);

@@ -11,6 +11,7 @@ import * as ext from './lsp_ext';
 import { apply, emptyTranscript, type LocalEvent, type Transcript, type TranscriptEvent } from './chat/transcript';
 import type { ChatView } from './chat/view';
 import type { Attach, PromptImage } from './chat/messages';
+import { follow } from './follow';
 
 const SESSION_KEY = 'tandem.sessionId';
 /** Updates kept per session the chat does not show, to replay when it switches there. */
@@ -22,11 +23,20 @@ export class ChatSession implements UpdateSink {
   ctx!: Ctx;
   private readonly backlog = new Map<string, ext.UpdateParams[]>();
   private restored = false;
+  /** Each session's title, from its `session_info` updates. */
+  private readonly titles = new Map<string, string>();
+  /** Sessions being loaded: their replayed updates are not followed. */
+  private readonly replaying = new Set<string>();
 
   constructor(private readonly state: vscode.Memento) {}
 
   get sessionId(): string | undefined {
     return this.transcript.sessionId;
+  }
+
+  /** The chat session's title, once the daemon named it. */
+  get title(): string | undefined {
+    return this.sessionId ? this.titles.get(this.sessionId) : undefined;
   }
 
   emit(e: LocalEvent): void {
@@ -39,6 +49,8 @@ export class ChatSession implements UpdateSink {
   }
 
   onUpdate(p: ext.UpdateParams): void {
+    if (!this.replaying.has(p.sessionId)) void follow(p).catch(() => undefined);
+    if (p.update.sessionUpdate === 'session_info') this.titles.set(p.sessionId, p.update.title);
     if (p.sessionId === this.transcript.sessionId) {
       this.fold(p);
       if (p.update.sessionUpdate === 'current_model_update') this.ctx.setModelName(p.update.name);
@@ -87,7 +99,8 @@ export class ChatSession implements UpdateSink {
     this.backlog.delete(sessionId);
     // Replayed updates arrive before the answer and are folded as they come.
     this.switchTo(sessionId, false);
-    const loaded = await client.sendRequest(ext.loadSession, { sessionId });
+    this.replaying.add(sessionId);
+    const loaded = await client.sendRequest(ext.loadSession, { sessionId }).finally(() => this.replaying.delete(sessionId));
     if (this.transcript.sessionId === sessionId) {
       this.fold({ local: 'session', sessionId, mode: loaded.mode, models: modelState(loaded) });
       this.showModel(modelState(loaded));

@@ -88,6 +88,7 @@ async function inShared(t: TestContext, body: (wb: Workbench, chat: Frame) => Pr
       shared.write('r.txt', 'keep me\n');
       shared.write('p.txt', 'one\ntwo\n');
       shared.write('e.txt', 'keep\nold line\nkeep too\n');
+      shared.write('k.txt', 'small\n');
       await shared.start();
       sharedChat = await shared.openChat();
     }
@@ -136,6 +137,27 @@ test('reject a proposed patch from the chat card: nothing changes and the model 
     await chat.locator('.item.agent', { hasText: 'Left it.' }).waitFor({ timeout: 30_000 });
     assert.match(await wb.editorText(), /^keep me/);
     assert.match(await lastToolMessage(base + 1), /rejected the patch/);
+  });
+});
+
+test('Restore checkpoint on a message: the files and conflicts are shown, then the buffer goes back', { skip, timeout: 180_000 }, async (t) => {
+  await inShared(t, async (wb, chat) => {
+    await wb.openFile('k.txt');
+    server.push(toolCall('call_k', 'apply_patch', { input: '*** Begin Patch\n*** Update File: k.txt\n@@\n-small\n+LARGE\n*** End Patch' }), text('Enlarged.'));
+    await wb.send(chat, 'enlarge k.txt');
+    const card = chat.locator('.item.tool[data-tool-call-id="call_k"]');
+    await card.locator('button.accept').click({ timeout: 30_000 });
+    await chat.locator('.item.agent', { hasText: 'Enlarged.' }).waitFor({ timeout: 30_000 });
+    assert.match(await wb.editorText(), /^LARGE/);
+    await chat.locator('.item.user', { hasText: 'enlarge k.txt' }).locator('button.restore').click({ timeout: 30_000 });
+    const files = wb.page.locator('.quick-input-list .monaco-list-row', { hasText: 'Files only' });
+    await files.waitFor({ timeout: 30_000 });
+    assert.match(await files.innerText(), /k\.txt: restore/, 'the files are shown before anything changes');
+    assert.match(await wb.editorText(), /^LARGE/);
+    await files.click();
+    await chat.locator('.item.notice', { hasText: 'restored 1 file(s)' }).waitFor({ timeout: 30_000 });
+    assert.match(await wb.editorText(), /^small/, 'the buffer is restored through an edit (undo works)');
+    assert.equal(wb.read('k.txt'), 'small\n', 'the disk was never written');
   });
 });
 

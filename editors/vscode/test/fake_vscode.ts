@@ -111,3 +111,13 @@ export const commands = {
 export class TabInputTextDiff {
   constructor(readonly original: Uri, readonly modified: Uri) {}
 }
+
+export class Position {
+  constructor(readonly line: number, readonly character: number) {}
+}
+
+/** No language extension here: no diagnostics, and no change ever. */
+export const languages = {
+  getDiagnostics: (): never[] => [],
+  onDidChangeDiagnostics: new EventEmitter<{ uris: Uri[] }>().event,
+};

@@ -193,6 +193,10 @@ function renderItem(item: Item): HTMLElement {
     case 'user': {
       const el = h('div', { class: 'item user' }, h('div', { class: 'who' }, 'You'), h('div', { class: 'text' }, item.text));
       for (const a of item.attachments) el.append(h('div', { class: 'attachment' }, `📎 ${decodeURIComponent(a.split('/').pop() ?? a)}`));
+      const messageId = item.messageId;
+      if (messageId) {
+        el.append(button('Restore checkpoint', () => vscode.postMessage({ type: 'restoreCheckpoint', messageId }), 'secondary restore'));
+      }
       return el;
     }
     case 'agent': {

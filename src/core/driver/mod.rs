@@ -26,6 +26,7 @@
 mod admission;
 mod approval;
 mod budget;
+mod checkpoint_hooks;
 mod compaction;
 mod gates;
 mod instructions;
@@ -48,9 +49,7 @@ use self::turn::Turn;
 use super::projection::Projection;
 use super::session::{Session, StartedWork, TurnReceipt, Work};
 use super::spend::SpendBook;
-use crate::buffers::BufferCache;
 use crate::tools::ToolRegistry;
-use crate::vocab::bridge::ClientBridge;
 use crate::vocab::event::Usage;
 use crate::workspace::Workspace;
 
@@ -66,10 +65,8 @@ pub struct SessionEnv {
     pub providers: ProviderSlot,
     pub tools: ToolRegistry,
     pub workspace: Arc<Workspace>,
-    pub buffers: Arc<BufferCache>,
     /// Run in order on every claimed batch.
     pub admission: Vec<Arc<dyn AdmissionHook>>,
-    pub bridge: Arc<dyn ClientBridge>,
     /// Today's spending of every workspace, for the day caps.
     pub spend: Arc<SpendBook>,
     /// Where the session's instruction files are looked for each turn.
@@ -91,13 +88,15 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
         // Inputs injected without waking ride along, ahead of the prompt
         // that was sent after them.
         let mut inputs = session.claim_next_step();
-        // The documents the turn reads: those of the window whose input
-        // opened it (the prompt, entered last; or the last waking steer).
-        let buffers = match &work {
-            Work::Prompt(prompt) => prompt.buffers.clone(),
-            Work::Wake => inputs.iter().rev().find_map(|i| i.buffers.clone()),
-        }
-        .unwrap_or_else(|| env.buffers.clone());
+        // The turn is the client's whose input opened it (the prompt,
+        // entered last; for a waking steer's turn, the last steer it
+        // enters): its tools read that client's documents and ask through it.
+        let client = match &work {
+            Work::Prompt(prompt) => prompt.client.clone(),
+            Work::Wake(waking) => inputs.last().map_or(waking, |i| &i.client).clone(),
+        };
+        let bridge = client.turn_bridge(&session.id);
+        let buffers = client.buffers().clone();
         let receipt = match work {
             Work::Prompt(mut prompt) => {
                 // A new prompt from the user ends the previous burst.
@@ -106,8 +105,13 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
                 inputs.push(prompt);
                 receipt
             }
-            Work::Wake => None,
+            Work::Wake(_) => None,
         };
+        // A conversation rewind since the last turn: the context is the
+        // log's fold again, without what it undid.
+        if session.checkpoints.take_conversation_rewound() {
+            checkpoint_hooks::refold(&session, &mut projection);
+        }
         let model = session.model();
         let mut turn = Turn {
             session: &session,
@@ -122,6 +126,7 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
             turn_id: turn_id.clone(),
             cancel,
             buffers,
+            bridge,
             usage: Usage::default(),
             session_usage: &mut session_usage,
             loops: &mut loops,

@@ -28,7 +28,7 @@ impl Turn<'_> {
     pub(super) async fn run_tools(&mut self, calls: &[ToolCallRequest]) {
         let mut prepared = Vec::with_capacity(calls.len());
         let mode = self.session.mode();
-        let abilities = self.env.bridge.abilities();
+        let abilities = self.bridge.abilities();
         for call in calls {
             let known = self.env.tools.get(&call.name);
             let withheld = known.is_some();
@@ -72,9 +72,10 @@ impl Turn<'_> {
         );
         ctx.session_id = self.session.id.clone();
         ctx.env_allow = self.session.config.tools.exec_env_allow.clone();
+        ctx.diagnostics_settle = diagnostics_settle(&self.session.config.tools);
         ctx.sandbox = self.session.config.sandbox.clone();
         ctx.mode = self.session.mode();
-        ctx.bridge = self.env.bridge.clone();
+        ctx.bridge = self.bridge.clone();
         ctx.vision = self.model.config.vision;
         ctx.max_image_bytes = self.session.config.limits.max_image_bytes;
         let available = self.available_tools();
@@ -245,6 +246,11 @@ fn call_context(
                 }
                 return;
             }
+            ToolEvent::Locations(locations) => Event::ToolLocations {
+                turn_id: turn_id.clone(),
+                call_id: call_id.clone(),
+                locations,
+            },
             ToolEvent::Plan { explanation, steps } => Event::Plan {
                 turn_id: turn_id.clone(),
                 explanation,
@@ -314,8 +320,10 @@ async fn execute_call(
     // An approval is on disk before what it allowed runs (immediate unless
     // the log fsyncs in the background).
     session.log.durable().await;
+    let watch =
+        super::checkpoint_hooks::before_call(tool.name(), &args, &ctx, &session, &turn_id).await;
     session.log.append(Event::ToolStarted {
-        turn_id,
+        turn_id: turn_id.clone(),
         call_id: call.call_id.clone(),
     });
     let cancel = ctx.cancel.clone();
@@ -334,8 +342,13 @@ async fn execute_call(
     // because it saw the cancel was aborted, not failed.
     let result = tokio::select! {
         biased;
-        _ = cancel.cancelled() => return aborted(),
-        result = run => result,
+        _ = cancel.cancelled() => None,
+        result = run => Some(result),
+    };
+    // A stopped command may have changed files too.
+    super::checkpoint_hooks::after_call(watch, &session, &turn_id).await;
+    let Some(result) = result else {
+        return aborted();
     };
     if cancel.is_cancelled() {
         return aborted();
@@ -374,4 +387,12 @@ fn cap_output(mut output: String) -> String {
         output.push_str(&format!("\n[... output truncated: {dropped} more bytes]"));
     }
     output
+}
+
+/// How long `apply_patch` waits for the editor's diagnostics, when it checks
+/// them at all.
+fn diagnostics_settle(tools: &crate::config::ToolsConfig) -> Option<std::time::Duration> {
+    tools
+        .diagnostics_after_edit
+        .then(|| std::time::Duration::from_millis(tools.diagnostics_settle_ms))
 }

@@ -46,7 +46,7 @@ impl Turn<'_> {
             self.tool_specs = self
                 .env
                 .tools
-                .offered(self.session.mode(), self.env.bridge.abilities());
+                .offered(self.session.mode(), self.bridge.abilities());
             let (completion, attempt) = match self.call_model(step).await {
                 Ok(done) => done,
                 Err(end) => {

@@ -63,6 +63,8 @@ pub(super) struct Turn<'a> {
     pub(super) cancel: CancellationToken,
     /// The documents this turn's tools read (see [`PendingInput::buffers`]).
     pub(super) buffers: Arc<BufferCache>,
+    /// How this turn asks the editor: its opener's bridge.
+    pub(super) bridge: Arc<dyn crate::vocab::bridge::ClientBridge>,
     pub(super) usage: Usage,
     pub(super) session_usage: &'a mut Usage,
     pub(super) loops: &'a mut LoopDetector,
@@ -102,6 +104,7 @@ impl Turn<'_> {
         };
         let mut end = end;
         end.cost_usd = self.cost;
+        super::checkpoint_hooks::end_turn(self.session, &self.turn_id, &self.buffers).await;
         // Off the model's path (nothing to send until the next prompt):
         // old results and calls keep one copy, and the turn's end then gives the
         // freed memory back (the frontend trims on `turn_end`).

@@ -3,6 +3,7 @@
 //! the trajectory `tandem replay` prints for people and tools
 //! ([`trajectory`] follows the story, [`text`] and [`json`] print it).
 
+mod fork;
 mod image_lines;
 mod json;
 mod recovery;
@@ -14,6 +15,7 @@ mod trajectory;
 #[cfg(test)]
 mod tests;
 
+pub use fork::fork_events;
 pub use json::render_json_lines;
 pub use recovery::{recover_interrupted, INTERRUPTED_RESULT};
 pub use sessions::{list_session_logs, SessionSummary};
@@ -42,6 +44,8 @@ pub enum ReplayFormat {
     /// The file ledger (`--files`): the files read and edited, with their
     /// size on disk now (relative paths against the first workspace root).
     Files,
+    /// The checkpoints (`--checkpoints`): what each turn can be rewound to.
+    Checkpoints,
 }
 
 /// `tandem replay`: reads the session's log without opening it (no lock
@@ -69,6 +73,13 @@ pub fn replay_session(
         ReplayFormat::Text => render_trajectory(&header, &events, options, daemon),
         ReplayFormat::Json => render_json_lines(&header, &events, options, daemon),
         ReplayFormat::Files => Ok(render_files(&header, &events)),
+        ReplayFormat::Checkpoints => {
+            let home = sessions_dir.parent().unwrap_or(sessions_dir);
+            let store = crate::core::checkpoints::store::Store::new(home);
+            Ok(crate::core::checkpoints::render_checkpoints(
+                &header, &events, &store,
+            ))
+        }
     }
 }
 

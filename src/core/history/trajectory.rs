@@ -405,6 +405,15 @@ impl<'a> Walk<'a> {
             Event::LoopDetected { description, .. } => {
                 self.line(2, format!("loop detected: {description}"));
             }
+            Event::Checkpoint { .. }
+            | Event::CheckpointEnd { .. }
+            | Event::RewindStarted { .. }
+            | Event::RewindFile { .. }
+            | Event::Rewound { .. } => {
+                if let Some(text) = crate::core::checkpoints::replay_line(event) {
+                    self.line(1, text);
+                }
+            }
             Event::ToolCall {
                 turn_id,
                 call_id,
@@ -491,6 +500,18 @@ impl<'a> Walk<'a> {
                     2,
                     format!("tool {name} [{call_id}] changes {}", paths.join(", ")),
                 );
+            }
+            Event::ToolLocations {
+                call_id, locations, ..
+            } => {
+                let at = locations.iter().map(|l| match l.line {
+                    Some(line) => format!("{}:{line}", l.path),
+                    None => l.path.clone(),
+                });
+                let line = format!("tool {} [{call_id}] at {}", self.call_name(call_id), {
+                    at.collect::<Vec<_>>().join(", ")
+                });
+                self.line(2, line);
             }
             Event::Plan { steps, .. } => {
                 let plan: Vec<String> = steps

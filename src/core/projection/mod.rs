@@ -103,8 +103,13 @@ impl Projection {
         events: impl IntoIterator<Item = &'a Event>,
     ) -> Self {
         let mut projection = Projection::new(system_prompt);
-        for event in events {
-            projection.apply(event);
+        // A conversation rewind takes what it undid out of the context.
+        let events: Vec<&Event> = events.into_iter().collect();
+        let dropped = crate::core::checkpoints::dropped_by_rewinds(&events);
+        for (event, dropped) in events.into_iter().zip(dropped) {
+            if !dropped {
+                projection.apply(event);
+            }
         }
         // Growing by doubling left up to half the list unused (BENCHMARKS.md
         // §2, "Smaller list"): keep an eighth more than it holds, room for
@@ -112,6 +117,12 @@ impl Projection {
         let len = projection.messages.len();
         projection.messages.shrink_to(len + len / 8);
         projection
+    }
+
+    /// The same history folded again from a whole log, with the same
+    /// system prompt (after a conversation rewind).
+    pub fn refolded<'a>(&self, events: impl IntoIterator<Item = &'a Event>) -> Self {
+        Projection::from_events(self.system_base.clone(), events)
     }
 
     pub fn messages(&self) -> &[CachedMessage] {

@@ -28,7 +28,8 @@ use serde_json::Value;
 use crate::buffers::{BufferCache, Range};
 use crate::config::tasks::TaskCatalog;
 use crate::config::{ConfigBuilder, ConfigError};
-use crate::core::daemon::BridgeFactory;
+use crate::core::client::Client;
+use crate::vocab::bridge::ClientBridge;
 
 /// A diagnostic the editor attached to a task request.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,24 +42,40 @@ pub struct TaskDiagnostic {
     pub code: Option<String>,
 }
 
-/// Who asked for a task: the documents, folders, configuration and editor
-/// of the frontend connection it came from. `tandem lsp` passes the
-/// daemon's own ([`crate::core::daemon::Daemon::task_origin`]); the serve
-/// passes the asking connection's, so a task reads that window's unsaved
-/// text and its question and inline edit go to that window.
+/// Who asked for a task: the client it came from (its documents, folders,
+/// `initializationOptions` and editor), so a task reads that window's
+/// unsaved text and its question and inline edit go to that window.
 #[derive(Clone)]
 pub struct TaskOrigin {
-    /// The documents the task (and its turn) reads.
-    pub buffers: Arc<BufferCache>,
-    /// The workspace roots: which folder a file belongs to.
-    pub roots: Vec<PathBuf>,
-    /// The `initializationOptions` layer of the task catalog.
-    pub init_options: Value,
+    pub client: Arc<Client>,
     /// The `config` of a task session made for this origin.
     pub session_config: Option<Value>,
+}
+
+impl TaskOrigin {
+    /// Tasks asked for by `client`.
+    pub fn of(client: &Arc<Client>) -> TaskOrigin {
+        TaskOrigin {
+            client: client.clone(),
+            session_config: None,
+        }
+    }
+
+    /// The documents the task (and its turn) reads.
+    pub fn buffers(&self) -> &Arc<BufferCache> {
+        self.client.buffers()
+    }
+
+    /// The workspace roots: which folder a file belongs to.
+    pub fn roots(&self) -> Vec<PathBuf> {
+        self.client.roots()
+    }
+
     /// The editor to ask for the instruction and to propose the inline
-    /// edit to, given the id of the session the task runs in.
-    pub bridge: BridgeFactory,
+    /// edit to, for a task running in session `session_id`.
+    pub fn bridge(&self, session_id: &str) -> Arc<dyn ClientBridge> {
+        self.client.link().own_bridge(session_id)
+    }
 }
 
 /// The daemon's task state: task catalogs cached per workspace, and the

@@ -25,6 +25,7 @@ use super::prompt::{language_of, render, TaskContext, CONTEXT_LINES};
 use super::{root_of, TaskDiagnostic, TaskOrigin};
 use crate::buffers::{BufferCache, Position, Range, Snapshot};
 use crate::config::tasks::{parse_template, EditScope, TaskDef, TemplatePart};
+use crate::core::client::Client;
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
 use crate::core::log::read_log;
 use crate::core::session::{Session, TurnReceipt};
@@ -88,8 +89,8 @@ pub enum Started {
 /// A task whose prompt is queued.
 pub struct RunningTask {
     session: Arc<Session>,
-    /// The asking editor's documents and bridge (the inline edit's).
-    buffers: Arc<BufferCache>,
+    /// The asking client (its documents, the inline edit's) and its bridge.
+    client: Arc<Client>,
     bridge: Arc<dyn ClientBridge>,
     task: TaskDef,
     message_id: String,
@@ -184,7 +185,7 @@ impl RunningTask {
             let cancel = self.session.shutdown.child_token();
             let cx = EditContext {
                 bridge: self.bridge.as_ref(),
-                buffers: &self.buffers,
+                buffers: self.client.buffers(),
                 mode: self.session.mode(),
                 task_id: &self.task.id,
                 task_title: &self.task.title,
@@ -198,6 +199,7 @@ impl RunningTask {
         let message = outcome_message(&outcome, &self.task.title, &plan.file, &plan.lines, turn_id);
         // Logged now, read by the model with the session's next input.
         self.session.enqueue_steer(
+            &self.client,
             vec![UserContent::Text {
                 text: message.clone(),
             }],
@@ -230,6 +232,7 @@ pub async fn start_task(
     request: TaskRequest,
 ) -> Result<Started, TaskError> {
     let catalog = daemon.task_catalog_for(&request.path, origin)?;
+    let roots = origin.roots();
     let task = match catalog.get(&request.task) {
         Some(task) => task.clone(),
         None => {
@@ -245,7 +248,7 @@ pub async fn start_task(
             })
         }
     };
-    let root = root_of(&request.path, &origin.roots);
+    let root = root_of(&request.path, &roots);
     let file = match &root {
         Some(root) => request
             .path
@@ -255,8 +258,8 @@ pub async fn start_task(
             .to_string(),
         None => request.path.display().to_string(),
     };
-    let (snapshot, open) = document(&origin.buffers, &request, &file).await?;
-    let encoding = origin.buffers.encoding();
+    let (snapshot, open) = document(origin.buffers(), &request, &file).await?;
+    let encoding = origin.buffers().encoding();
     let total_lines = snapshot.rope.len_lines();
     let t = target(Some(&snapshot), request.range, encoding).map_err(|e| {
         TaskError::BadRequest(format!(
@@ -310,7 +313,7 @@ pub async fn start_task(
         .cloned()
         .collect();
     let session = session_for(daemon, origin, &request.path, request.session_id.as_deref())?;
-    let bridge = (origin.bridge)(&session.id);
+    let bridge = origin.bridge(&session.id);
     let lines = if first == last {
         format!("line {}", first + 1)
     } else {
@@ -369,14 +372,14 @@ pub async fn start_task(
         lines: lines.clone(),
     });
     let (message_id, receipt, started) = session.enqueue_titled_prompt(
+        &origin.client,
         vec![UserContent::Text { text: message }],
         task.title.clone(),
-        Some(origin.buffers.clone()),
         Some(request.path.clone()),
     );
     Ok(Started::Running(RunningTask {
         session,
-        buffers: origin.buffers.clone(),
+        client: origin.client.clone(),
         bridge,
         task,
         message_id,
@@ -452,7 +455,8 @@ pub fn session_for(
         Some(id) => Ok(daemon.session(id)?),
         None => task_session(
             daemon,
-            root_of(path, &origin.roots),
+            origin,
+            root_of(path, &origin.roots()),
             origin.session_config.clone(),
         ),
     }
@@ -462,6 +466,7 @@ pub fn session_for(
 /// `config` as its session layer).
 fn task_session(
     daemon: &Daemon,
+    origin: &TaskOrigin,
     root: Option<PathBuf>,
     config: Option<Value>,
 ) -> Result<Arc<Session>, TaskError> {
@@ -478,6 +483,7 @@ fn task_session(
         None => "tasks".to_string(),
     };
     let session = daemon.new_session_of_kind(
+        &origin.client,
         NewSession {
             workspace_folder: root.clone(),
             title: Some(title),

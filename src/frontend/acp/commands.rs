@@ -12,14 +12,16 @@ use serde_json::{json, Value};
 
 use crate::buffers::{Position, Range};
 use crate::config::tasks::{parse_template, takes_instruction, TemplatePart};
+use crate::core::client::Client;
 use crate::core::daemon::Daemon;
 use crate::core::tasks::run::{start_task, Started, TaskError, TaskRequest, TaskResult};
+use crate::core::tasks::TaskOrigin;
 use crate::protocol::ContentBlock;
 use crate::workspace::file_uri_to_path;
 
 /// The `availableCommands` for a session working in `cwd`.
-pub(super) fn available_commands(daemon: &Daemon, cwd: &Path) -> Value {
-    let catalog = match daemon.task_catalog(cwd) {
+pub(super) fn available_commands(daemon: &Daemon, editor: &Arc<Client>, cwd: &Path) -> Value {
+    let catalog = match daemon.task_catalog(editor, cwd) {
         Ok(catalog) => catalog,
         Err(e) => {
             tracing::warn!("no slash commands: {e}");
@@ -61,8 +63,13 @@ pub(crate) fn slash_command(prompt: &[ContentBlock]) -> Option<(String, String)>
 }
 
 /// The prompt template of task `name` for `cwd`, if it is one.
-pub(super) fn task_template(daemon: &Daemon, cwd: &Path, name: &str) -> Option<String> {
-    let catalog = daemon.task_catalog(cwd).ok()?;
+pub(super) fn task_template(
+    daemon: &Daemon,
+    editor: &Arc<Client>,
+    cwd: &Path,
+    name: &str,
+) -> Option<String> {
+    let catalog = daemon.task_catalog(editor, cwd).ok()?;
     catalog.get(name).map(|task| task.prompt.clone())
 }
 
@@ -131,6 +138,7 @@ pub(crate) fn fileless_task_prompt(
 /// Runs task `name` in `session_id` on the prompt's file.
 pub(super) async fn run(
     daemon: &Arc<Daemon>,
+    editor: &Arc<Client>,
     session_id: &str,
     name: String,
     instruction: String,
@@ -146,7 +154,7 @@ pub(super) async fn run(
         diagnostics: Vec::new(),
         session_id: Some(session_id.to_string()),
     };
-    match start_task(daemon, &daemon.task_origin(), request).await? {
+    match start_task(daemon, &TaskOrigin::of(editor), request).await? {
         Started::Running(running) => running.finish().await,
         Started::Ended(result) => Ok(result),
     }

@@ -139,13 +139,16 @@ pub(super) fn acp_updates(event: &Event) -> Vec<Value> {
 /// for the serve's update of it.
 pub(crate) fn acp_updates_of(mut update: Value) -> Vec<Value> {
     match update["sessionUpdate"].as_str().unwrap_or_default() {
-        // ACP streams the user's message as chunks.
+        // ACP streams the user's message as chunks, each with its id.
         "user_message" => {
+            let id = update["messageId"].clone();
             return update["content"]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .map(|block| json!({"sessionUpdate": "user_message_chunk", "content": block}))
+                .map(|block| {
+                    json!({"sessionUpdate": "user_message_chunk", "content": block, "messageId": id})
+                })
                 .collect();
         }
         // ACP's name for it.

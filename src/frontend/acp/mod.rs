@@ -25,9 +25,11 @@ pub(crate) mod client_fs;
 pub(crate) mod commands;
 pub(crate) mod elicitation;
 pub(crate) mod facilities;
+pub(crate) mod fork;
 pub(crate) mod mapping;
 pub(crate) mod model_options;
 pub(crate) mod modes;
+pub(crate) mod rewind_command;
 pub(crate) mod session;
 pub(crate) mod terminal;
 pub(crate) mod wire;
@@ -44,6 +46,7 @@ use self::session::Agent;
 use self::wire::{error_response, next_line, Incoming};
 use super::lsp::outgoing::Outgoing;
 use super::stdout::stdout_writer_with;
+use crate::core::client::OneBridge;
 use crate::core::daemon::{Daemon, DaemonOptions};
 use crate::core::log::Durability;
 
@@ -62,10 +65,10 @@ where
         home,
         durability,
         sink: sink.clone(),
-        bridge: client.clone(),
     });
     let agent = Arc::new(Agent {
         daemon: daemon.clone(),
+        editor: daemon.connect(Arc::new(OneBridge(client.clone()))),
         client: client.clone(),
         sink,
         cwds: Default::default(),

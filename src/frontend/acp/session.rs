@@ -18,9 +18,11 @@ use super::model_options::{model_switch, session_state};
 use super::modes::MODE_OPTION;
 use super::wire::{daemon_error, error_response, string_param};
 use super::ACP_PROTOCOL_VERSION;
+use crate::core::client::Client;
 use crate::core::daemon::{Daemon, NewSession};
 use crate::core::history::SessionSummary;
 use crate::core::tasks::run::TaskError;
+use crate::frontend::additional_roots::{acp_additional_directories, additional_roots};
 use crate::frontend::models::model_state;
 use crate::frontend::updates::user_content;
 use crate::protocol::ContentBlock;
@@ -31,9 +33,15 @@ use crate::vocab::event::StopReason;
 pub(super) const LIST_PAGE: usize = 20;
 
 /// What a method handler reaches.
+#[path = "rewind_prompt.rs"]
+mod rewind_prompt;
+use super::rewind_command::{rewind_available_command, rewind_command};
+
 pub(super) struct Agent {
     pub(super) daemon: Arc<Daemon>,
     pub(super) client: Arc<AcpClient>,
+    /// The editor as the core knows it: its folders and documents.
+    pub(super) editor: Arc<Client>,
     pub(super) sink: Arc<AcpSink>,
     /// Each session's `cwd`, where its slash commands come from.
     pub(super) cwds: Mutex<HashMap<String, PathBuf>>,
@@ -61,6 +69,7 @@ impl Agent {
             "session/list" => self.list(params, rid),
             "session/close" => self.close(params, rid).await,
             "session/delete" => self.delete(params, rid).await,
+            "session/fork" => self.fork(params, rid),
             "session/prompt" => self.prompt(params, rid).await,
             "session/set_mode" => self.set_mode(params, rid, "modeId"),
             "session/set_config_option" => self.set_config_option(params, rid),
@@ -96,13 +105,21 @@ impl Agent {
     fn new_session(&self, params: &Value, rid: &Value) -> Reply {
         let cwd = absolute_cwd(params).map_err(|e| bad(rid, e))?;
         let mcp_servers = mcp_servers_param(params).map_err(|e| bad(rid, e))?;
+        let more = acp_additional_directories(params)
+            .and_then(|dirs| additional_roots(&dirs))
+            .map_err(|e| bad(rid, e))?;
         let session = self
             .daemon
-            .new_session(NewSession {
-                workspace_folder: Some(cwd),
-                title: None,
-                config: None,
-            })
+            .new_session_in(
+                &self.editor,
+                NewSession {
+                    workspace_folder: Some(cwd),
+                    title: None,
+                    config: None,
+                },
+                None,
+                more,
+            )
             .map_err(|e| daemon_error(rid, e))?;
         self.daemon
             .add_mcp_servers(&session.id, &mcp_servers)
@@ -123,10 +140,11 @@ impl Agent {
         }
         let mcp_servers = mcp_servers_param(params).map_err(|e| bad(rid, e))?;
         let loaded = if resume {
-            self.sink
-                .muted(session_id, || self.daemon.load_session(session_id))
+            self.sink.muted(session_id, || {
+                self.daemon.load_session(&self.editor, session_id)
+            })
         } else {
-            self.daemon.load_session(session_id)
+            self.daemon.load_session(&self.editor, session_id)
         };
         let (session, events) = loaded.map_err(|e| daemon_error(rid, e))?;
         self.daemon
@@ -186,9 +204,13 @@ impl Agent {
             return Err(bad(rid, "invalid params: `prompt` is empty".to_string()));
         }
         let mut prompt = prompt;
+        if let Some(command) = rewind_command(&prompt) {
+            return self.rewind_command(session_id, command, rid).await;
+        }
         if let Some((name, instruction)) = commands::slash_command(&prompt) {
             let cwd = self.cwd(session_id);
-            if let Some(template) = commands::task_template(&self.daemon, &cwd, &name) {
+            if let Some(template) = commands::task_template(&self.daemon, &self.editor, &cwd, &name)
+            {
                 if commands::carries_file(&prompt) {
                     return self
                         .run_task(session_id, name, instruction, &prompt, rid)
@@ -199,9 +221,9 @@ impl Agent {
                 prompt = commands::fileless_task_prompt(&template, &instruction, &prompt);
             }
         }
-        let (_, receipt) = self
+        let (message_id, receipt) = self
             .daemon
-            .prompt(session_id, user_content(prompt))
+            .prompt(&self.editor, session_id, user_content(prompt))
             .map_err(|e| daemon_error(rid, e))?;
         match receipt.await {
             Ok(receipt) if receipt.stop_reason == StopReason::Error => Err(error_response(
@@ -209,7 +231,11 @@ impl Agent {
                 -32603,
                 receipt.message.as_deref().unwrap_or("the turn failed"),
             )),
-            Ok(receipt) => Ok(prompt_result(receipt.stop_reason)),
+            Ok(receipt) => {
+                let mut reply = prompt_result(receipt.stop_reason);
+                reply["_meta"]["tandem"]["userMessageId"] = json!(message_id);
+                Ok(reply)
+            }
             Err(_) => Err(error_response(
                 rid,
                 -32603,
@@ -228,13 +254,20 @@ impl Agent {
         prompt: &[ContentBlock],
         rid: &Value,
     ) -> Reply {
-        let result = commands::run(&self.daemon, session_id, name, instruction, prompt)
-            .await
-            .map_err(|e| match e {
-                TaskError::Daemon(e) => daemon_error(rid, e),
-                TaskError::SessionStopped => error_response(rid, -32603, &e.to_string()),
-                other => bad(rid, other.to_string()),
-            })?;
+        let result = commands::run(
+            &self.daemon,
+            &self.editor,
+            session_id,
+            name,
+            instruction,
+            prompt,
+        )
+        .await
+        .map_err(|e| match e {
+            TaskError::Daemon(e) => daemon_error(rid, e),
+            TaskError::SessionStopped => error_response(rid, -32603, &e.to_string()),
+            other => bad(rid, other.to_string()),
+        })?;
         let receipt = result.receipt;
         if receipt.stop_reason == StopReason::Error {
             return Err(error_response(
@@ -254,7 +287,7 @@ impl Agent {
     /// After a session/new, load or resume result: the slash commands.
     pub(super) fn after_reply(&self, method: &str, params: &Value, result: &Value) {
         let session_id = match method {
-            "session/new" => result["sessionId"].as_str(),
+            "session/new" | "session/fork" => result["sessionId"].as_str(),
             "session/load" | "session/resume" => params["sessionId"].as_str(),
             _ => None,
         };
@@ -262,16 +295,20 @@ impl Agent {
             return;
         };
         if let Some(cwd) = params["cwd"].as_str() {
-            // Every ACP session names its folder, so the daemon's folders
+            // Every ACP session names its folder, so the client's folders
             // serve the task catalog (with the session's `cwd` among them,
             // its `.tandem/config.toml` tasks are offered) and, besides,
             // only the load of a session logged without a folder (made by
             // an LSP client without one), which then works in these.
-            self.daemon.workspace().add_root(PathBuf::from(cwd));
+            self.editor.workspace().add_root(PathBuf::from(cwd));
             self.lock_cwds()
                 .insert(session_id.to_string(), PathBuf::from(cwd));
         }
-        let commands = commands::available_commands(&self.daemon, &self.cwd(session_id));
+        let mut commands =
+            commands::available_commands(&self.daemon, &self.editor, &self.cwd(session_id));
+        if let Some(list) = commands.as_array_mut() {
+            list.push(rewind_available_command());
+        }
         self.sink.send(
             session_id,
             json!({"sessionUpdate": "available_commands_update", "availableCommands": commands}),
@@ -329,7 +366,7 @@ impl Agent {
     }
 
     /// The session's `cwd` as the client gave it, else its first workspace
-    /// root on disk, else the daemon's folders.
+    /// root on disk, else an empty path.
     fn cwd(&self, session_id: &str) -> PathBuf {
         if let Some(cwd) = self.lock_cwds().get(session_id) {
             return cwd.clone();
@@ -395,7 +432,9 @@ pub(crate) fn initialize_result(home: &Path) -> Value {
         "agentCapabilities": {
             "loadSession": true,
             "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
+            // `fork` is unstable in ACP's schema: advertised as it defines.
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {},
+                                    "additionalDirectories": {}},
             // stdio servers only: no HTTP transport yet (src/mcp).
             "mcpCapabilities": {"http": false, "sse": false},
             "_meta": {"tandem": {"sandbox": crate::frontend::sandbox_info::sandbox_capability()}},
@@ -406,7 +445,7 @@ pub(crate) fn initialize_result(home: &Path) -> Value {
 }
 
 /// ACP's `mcpServers` of `session/new`, `load` and `resume` (absent: none).
-fn mcp_servers_param(
+pub(super) fn mcp_servers_param(
     params: &Value,
 ) -> Result<std::collections::BTreeMap<String, crate::config::mcp_servers::McpServerConfig>, String>
 {
@@ -416,7 +455,7 @@ fn mcp_servers_param(
     }
 }
 
-fn bad(rid: &Value, message: String) -> Value {
+pub(super) fn bad(rid: &Value, message: String) -> Value {
     error_response(rid, -32602, &message)
 }
 
@@ -435,7 +474,7 @@ pub(crate) fn absolute_cwd(params: &Value) -> Result<PathBuf, String> {
 
 /// `_meta.tandem.instructions` of a session/new, load or resume result:
 /// the instruction files the model is given.
-fn instructions_meta(session: &crate::core::session::Session) -> Value {
+pub(super) fn instructions_meta(session: &crate::core::session::Session) -> Value {
     json!(crate::frontend::updates::instruction_files(
         &session.instructions()
     ))

@@ -29,7 +29,8 @@ use super::framing::{Frame, FrameReader};
 use super::outgoing::Outgoing;
 use super::progress::Progress;
 use super::server::Backend;
-use super::{documents, LspEnd, OutboundQueue};
+use super::{documents, language, LspEnd, OutboundQueue};
+use crate::core::client::Client;
 use crate::core::daemon::Daemon;
 
 /// Where the editor's answers to tower-lsp's `Client` go.
@@ -51,6 +52,8 @@ const LOOP_NOTIFICATIONS: [&str; 5] = [
 
 pub(super) struct Input {
     pub(super) daemon: Arc<Daemon>,
+    /// The editor: document notifications update its buffers.
+    pub(super) client: Arc<Client>,
     pub(super) out: OutboundQueue,
     pub(super) outgoing: Arc<Outgoing>,
     pub(super) progress: Arc<Progress>,
@@ -125,7 +128,12 @@ impl Input {
         if id.is_none() {
             match method.as_str() {
                 m if documents::is_document_notification(m) => {
-                    documents::apply(self.daemon.buffers(), m, params);
+                    documents::apply(self.client.buffers(), m, params);
+                    return Next::Read;
+                }
+                // In wire order too: after the `didChange` it speaks of.
+                language::DIAGNOSTICS_CHANGED => {
+                    language::diagnostics_changed(self.client.buffers(), params);
                     return Next::Read;
                 }
                 "window/workDoneProgress/cancel" => {

@@ -18,6 +18,7 @@ pub mod cancel_request;
 pub mod documents;
 pub mod framing;
 mod input;
+pub mod language;
 pub mod outgoing;
 pub mod progress;
 pub mod server;
@@ -35,6 +36,7 @@ use self::framing::encode;
 use self::input::Input;
 use self::outgoing::Outgoing;
 use self::progress::Progress;
+use crate::core::client::OneBridge;
 use crate::core::daemon::{Daemon, DaemonOptions};
 use crate::core::log::{Durability, EventSink, LoggedEvent};
 use crate::core::output_budget::OutputBudget;
@@ -100,8 +102,9 @@ where
             out: out.clone(),
             progress: progress.clone(),
         }),
-        bridge: outgoing.clone(),
     });
+    // The one editor of this connection.
+    let client = daemon.connect(Arc::new(OneBridge(outgoing.clone())));
     let titled = Arc::downgrade(&daemon);
     progress.set_title_source(Box::new(move |session_id, turn_id| {
         titled
@@ -113,6 +116,7 @@ where
     let shutdown_requested = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (service, socket) = server::build_service(
         daemon.clone(),
+        client.clone(),
         shutdown_requested.clone(),
         outgoing.clone(),
         progress.clone(),
@@ -121,6 +125,7 @@ where
     let in_flight = Arc::new(Semaphore::new(input::MAX_IN_FLIGHT));
     let mut input = Input {
         daemon: daemon.clone(),
+        client: client.clone(),
         out: out.clone(),
         outgoing: outgoing.clone(),
         progress,

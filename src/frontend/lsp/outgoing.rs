@@ -22,6 +22,7 @@ use crate::vocab::bridge::{
     ApplyEditRequest, ApplyEditResponse, BridgeOutcome, ClientAbilities, ClientBridge,
     PermissionAnswer, PermissionChoice, PermissionRequest, UserInputRequest,
 };
+use crate::vocab::language::{FileDiagnostics, LanguageAnswer, Location, Symbol, TextPoint};
 
 /// Prefix of the ids of our requests.
 pub const ID_PREFIX: &str = "tandem-";
@@ -331,6 +332,39 @@ impl ClientBridge for Outgoing {
             BridgeOutcome::Cancelled => BridgeOutcome::Cancelled,
             BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
         }
+    }
+
+    async fn diagnostics(
+        &self,
+        paths: Option<Vec<std::path::PathBuf>>,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<LanguageAnswer<FileDiagnostics>> {
+        self.ask_diagnostics(paths, cancel).await
+    }
+
+    async fn definition(
+        &self,
+        at: TextPoint,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<LanguageAnswer<Location>> {
+        self.ask_definition(at, cancel).await
+    }
+
+    async fn references(
+        &self,
+        at: TextPoint,
+        include_declaration: bool,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<LanguageAnswer<Location>> {
+        self.ask_references(at, include_declaration, cancel).await
+    }
+
+    async fn workspace_symbols(
+        &self,
+        query: String,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<LanguageAnswer<Symbol>> {
+        self.ask_workspace_symbols(query, cancel).await
     }
 }
 

@@ -18,22 +18,26 @@ use tower_lsp::{Client, ClientSocket, LanguageServer, LspService};
 use super::outgoing::Outgoing;
 use super::progress::Progress;
 use crate::buffers::{self, PositionEncoding, TextChange};
+use crate::core::client::{Client as CoreClient, ClientCapabilities};
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
+use crate::core::tasks::TaskOrigin;
 use crate::core::title::renamed_title;
+use crate::frontend::additional_roots::additional_roots;
 use crate::frontend::mcp_servers::{list_result, take_config_mcp_servers};
 use crate::frontend::updates::{daemon_error_parts, prompt_result, user_content};
 use crate::protocol::{
-    CancelParams, ClientTandemCapabilities, ListSessionsParams, LoadSessionParams,
-    LoadSessionResult, NewSessionParams, NewSessionResult, PromptParams, PromptResult,
-    RenameSessionParams, RunTaskParams, RunTaskResult, SessionIdParams, SetModeParams,
-    SetModeResult, SteerParams, SteerResult, PROTOCOL_VERSION, RUN_TASK_COMMAND,
+    CancelParams, ClientTandemCapabilities, ForkSessionParams, ForkSessionResult,
+    ListSessionsParams, LoadSessionParams, LoadSessionResult, NewSessionParams, NewSessionResult,
+    PromptParams, PromptResult, RenameSessionParams, RunTaskParams, RunTaskResult, SessionIdParams,
+    SetModeParams, SetModeResult, SteerParams, SteerResult, PROTOCOL_VERSION, RUN_TASK_COMMAND,
 };
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::ClientAbilities;
+use crate::vocab::language::LanguageFeatures;
 use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
-const TANDEM_METHODS: [&str; 13] = [
+const TANDEM_METHODS: [&str; 16] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -46,11 +50,19 @@ const TANDEM_METHODS: [&str; 13] = [
     "tandem/renameSession",
     "tandem/closeSession",
     "tandem/deleteSession",
+    "tandem/forkSession",
     "tandem/listMcpServers",
+    "tandem/diagnosticsChanged",
+    "tandem/rewind",
 ];
+
+#[path = "rewind.rs"]
+mod rewind;
 
 pub struct Backend {
     daemon: Arc<Daemon>,
+    /// The editor on the other end of this connection.
+    client: Arc<CoreClient>,
     shutdown_requested: Arc<AtomicBool>,
     outgoing: Arc<Outgoing>,
     progress: Arc<Progress>,
@@ -59,12 +71,14 @@ pub struct Backend {
 /// Builds the service with tandem's extension methods.
 pub fn build_service(
     daemon: Arc<Daemon>,
+    client: Arc<CoreClient>,
     shutdown_requested: Arc<AtomicBool>,
     outgoing: Arc<Outgoing>,
     progress: Arc<Progress>,
 ) -> (LspService<Backend>, ClientSocket) {
     LspService::build(move |_client: Client| Backend {
         daemon,
+        client,
         shutdown_requested,
         outgoing,
         progress,
@@ -81,7 +95,9 @@ pub fn build_service(
     .custom_method("tandem/renameSession", Backend::rename_session)
     .custom_method("tandem/closeSession", Backend::close_session)
     .custom_method("tandem/deleteSession", Backend::delete_session)
+    .custom_method("tandem/forkSession", Backend::fork_session)
     .custom_method("tandem/listMcpServers", Backend::list_mcp_servers)
+    .custom_method("tandem/rewind", Backend::rewind)
     .finish()
 }
 
@@ -108,6 +124,7 @@ pub(crate) fn client_abilities(
     Ok(ClientAbilities {
         request_permission: tandem.request_permission,
         request_user_input: tandem.request_user_input,
+        language: LanguageFeatures::from_names(tandem.language_features.iter().map(String::as_str)),
         apply_edit: workspace.and_then(|w| w.apply_edit).unwrap_or(false)
             && edits.and_then(|e| e.document_changes).unwrap_or(false),
         change_annotations: edits.is_some_and(|e| e.change_annotation_support.is_some()),
@@ -224,7 +241,7 @@ impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
         guarded("initialize", async move {
             let encoding = negotiate_encoding(&params);
-            self.daemon.buffers().set_encoding(encoding);
+            self.client.buffers().set_encoding(encoding);
 
             let mut roots: Vec<PathBuf> = params
                 .workspace_folders
@@ -238,20 +255,24 @@ impl LanguageServer for Backend {
                     roots.push(root);
                 }
             }
-            self.daemon.workspace().set_roots(roots);
+            self.client.workspace().set_roots(roots);
 
             let abilities = client_abilities(&params).map_err(Error::invalid_params)?;
-            self.progress.set_enabled(
-                params
-                    .capabilities
-                    .window
-                    .as_ref()
-                    .and_then(|w| w.work_done_progress)
-                    .unwrap_or(false),
-            );
+            let work_done_progress = params
+                .capabilities
+                .window
+                .as_ref()
+                .and_then(|w| w.work_done_progress)
+                .unwrap_or(false);
+            self.progress.set_enabled(work_done_progress);
             self.outgoing.set_abilities(abilities);
+            self.client.set_capabilities(ClientCapabilities {
+                abilities,
+                work_done_progress,
+                ..ClientCapabilities::default()
+            });
             if let Some(options) = params.initialization_options {
-                self.daemon
+                self.client
                     .set_init_options(options)
                     .map_err(|e| Error::invalid_params(format!("initializationOptions: {e}")))?;
             }
@@ -325,27 +346,21 @@ impl LanguageServer for Backend {
 
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
         guarded("textDocument/codeAction", async move {
-            super::tasks::code_actions(&self.daemon, &self.daemon.task_origin(), params)
+            super::tasks::code_actions(&self.daemon, &TaskOrigin::of(&self.client), params)
         })
         .await
     }
 
     async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {
         guarded("workspace/executeCommand", async move {
-            super::tasks::execute_command(
-                &self.daemon,
-                &self.daemon.task_origin(),
-                params,
-                &|_, _| {},
-            )
-            .await
+            super::tasks::execute_command(&self.daemon, &TaskOrigin::of(&self.client), params).await
         })
         .await
     }
 
     async fn did_change_workspace_folders(&self, params: DidChangeWorkspaceFoldersParams) {
         guarded_notification("workspace/didChangeWorkspaceFolders", async move {
-            let workspace = self.daemon.workspace();
+            let workspace = self.client.workspace();
             for removed in params.event.removed {
                 if let Some(path) = uri_path(&removed.uri) {
                     workspace.remove_root(&path);
@@ -397,13 +412,20 @@ impl Backend {
             let mut config = params.config;
             let mcp_servers =
                 take_config_mcp_servers(&mut config).map_err(Error::invalid_params)?;
+            let more =
+                additional_roots(&params.additional_directories).map_err(Error::invalid_params)?;
             let session = self
                 .daemon
-                .new_session(NewSession {
-                    workspace_folder,
-                    title: params.title,
-                    config,
-                })
+                .new_session_in(
+                    &self.client,
+                    NewSession {
+                        workspace_folder,
+                        title: params.title,
+                        config,
+                    },
+                    None,
+                    more,
+                )
                 .map_err(daemon_error)?;
             self.daemon
                 .add_mcp_servers(&session.id, &mcp_servers)
@@ -427,7 +449,11 @@ impl Backend {
             }
             let (message_id, receipt) = self
                 .daemon
-                .prompt(&params.session_id, user_content(params.prompt))
+                .prompt(
+                    &self.client,
+                    &params.session_id,
+                    user_content(params.prompt),
+                )
                 .map_err(daemon_error)?;
             // `$/cancelRequest` for this request fires its token (see
             // `cancel_request`): the prompt is withdrawn and the answer waits
@@ -458,7 +484,10 @@ impl Backend {
             };
             guard.armed = false;
             match receipt {
-                Ok(receipt) => Ok(prompt_result(receipt)),
+                Ok(receipt) => Ok(PromptResult {
+                    message_id: Some(message_id),
+                    ..prompt_result(receipt)
+                }),
                 Err(_) => Err(Error {
                     code: ErrorCode::InternalError,
                     message: "the session stopped before the turn ended".into(),
@@ -478,7 +507,12 @@ impl Backend {
             }
             let message_id = self
                 .daemon
-                .steer(&params.session_id, user_content(params.prompt), params.wake)
+                .steer(
+                    &self.client,
+                    &params.session_id,
+                    user_content(params.prompt),
+                    params.wake,
+                )
                 .map_err(daemon_error)?;
             Ok(SteerResult { message_id })
         })
@@ -502,6 +536,26 @@ impl Backend {
         guarded("tandem/closeSession", async move {
             self.daemon.close_session(&params.session_id).await;
             Ok(json!({}))
+        })
+        .await
+    }
+
+    /// `tandem/forkSession`: a new session with the history up to a user
+    /// message, loaded without a replay.
+    async fn fork_session(&self, params: ForkSessionParams) -> Result<ForkSessionResult> {
+        guarded("tandem/forkSession", async move {
+            let fork = self
+                .daemon
+                .fork_session(
+                    &self.client,
+                    &params.session_id,
+                    params.message_id.as_deref(),
+                )
+                .map_err(daemon_error)?;
+            Ok(ForkSessionResult {
+                session_id: fork.id.clone(),
+                mode: fork.mode().as_str().to_string(),
+            })
         })
         .await
     }
@@ -594,7 +648,7 @@ impl Backend {
         guarded("tandem/loadSession", async move {
             let (session, events) = self
                 .daemon
-                .load_session(&params.session_id)
+                .load_session(&self.client, &params.session_id)
                 .map_err(daemon_error)?;
             let replayed = events
                 .iter()
@@ -620,10 +674,9 @@ impl Backend {
             let cancelled = super::cancel_request::current_token();
             super::tasks::run_task(
                 &self.daemon,
-                &self.daemon.task_origin(),
+                &TaskOrigin::of(&self.client),
                 params,
                 cancelled,
-                &|_, _| {},
             )
             .await
         })

@@ -68,10 +68,6 @@ fn from_wire(range: &WireRange) -> Range {
     }
 }
 
-/// Told of each task prompt queued, with its session and message ids (the
-/// serve notes which window's turn it will be).
-pub type OnQueued<'a> = &'a (dyn Fn(&str, &str) + Send + Sync);
-
 /// One code action per task the range offers, in catalog order, from
 /// `origin`'s documents and configuration.
 pub fn code_actions(
@@ -92,8 +88,8 @@ pub fn code_actions(
             return Ok(Some(Vec::new()));
         }
     };
-    let snapshot = origin.buffers.snapshot(&path);
-    let encoding = origin.buffers.encoding();
+    let snapshot = origin.buffers().snapshot(&path);
+    let encoding = origin.buffers().encoding();
     let Ok(target) = target(snapshot.as_ref(), core_range(&params.range), encoding) else {
         // A range the buffer does not have (a request that raced a
         // didChange): nothing to offer.
@@ -217,7 +213,6 @@ pub async fn execute_command(
     daemon: &Arc<Daemon>,
     origin: &TaskOrigin,
     params: ExecuteCommandParams,
-    on_queued: OnQueued<'_>,
 ) -> Result<Option<Value>> {
     if params.command != RUN_TASK_COMMAND {
         return Err(Error::invalid_params(format!(
@@ -247,7 +242,6 @@ pub async fn execute_command(
         .map_err(task_error)?
     {
         Started::Running(mut running) => {
-            on_queued(running.session_id(), running.message_id());
             let turn_id = running.started().await;
             let session_id = running.session_id().to_string();
             // The rest of the task (the turn, an inline edit) goes on
@@ -280,7 +274,6 @@ pub async fn run_task(
     origin: &TaskOrigin,
     params: RunTaskParams,
     cancelled: Option<CancellationToken>,
-    on_queued: OnQueued<'_>,
 ) -> Result<RunTaskResult> {
     let request = request_of(
         params.task,
@@ -296,7 +289,6 @@ pub async fn run_task(
         .map_err(task_error)?
     {
         Started::Running(running) => {
-            on_queued(running.session_id(), running.message_id());
             let withdraw = running.withdrawer();
             let finish = running.finish();
             tokio::pin!(finish);

@@ -46,6 +46,9 @@ pub struct AcpShared {
     replaying: HashSet<String>,
     /// Each session's mode and model: the full set of config options.
     pub(crate) configs: ConfigStates,
+    /// Each session's user messages seen go by (id, first line): what
+    /// `/rewind` lists.
+    messages: HashMap<String, Vec<(String, String)>>,
 }
 
 /// Shared by the shim's two directions.
@@ -88,6 +91,15 @@ impl AcpState {
             .iter()
             .find(|t| t["id"] == name)?;
         Some(task["prompt"].as_str().unwrap_or_default().to_string())
+    }
+
+    /// The user messages of a session seen so far (`/rewind`).
+    pub fn user_messages(&self, session_id: &str) -> Vec<(String, String)> {
+        self.lock()
+            .messages
+            .get(session_id)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The client's answer to a request of the serve's, in the serve's
@@ -163,6 +175,8 @@ impl Dialect for Acp {
                     )
                 })
                 .collect();
+            let mut commands = commands;
+            commands.push(crate::frontend::acp::rewind_command::rewind_available_command());
             messages.push(update_message(
                 session_id,
                 json!({"sessionUpdate": "available_commands_update", "availableCommands": commands}),
@@ -179,6 +193,9 @@ impl Acp {
             Some("tandem/update") => {
                 let params = &mut message["params"];
                 let session_id = params["sessionId"].as_str().unwrap_or_default().to_string();
+                if params["update"]["sessionUpdate"] == "user_message" {
+                    remember_message(&self.0, &session_id, &params["update"]);
+                }
                 // As in `tandem acp`: the user's messages only in a replay.
                 if params["update"]["sessionUpdate"] == "user_message"
                     && !self.0.lock().replaying.contains(&session_id)
@@ -250,7 +267,30 @@ pub fn prompt_answer(answer: Value) -> Value {
     if let Some(edit) = result.get("edit").filter(|e| !e.is_null()) {
         reply["_meta"]["tandem"]["edit"] = edit.clone();
     }
+    if let Some(id) = result.get("messageId").filter(|id| id.is_string()) {
+        reply["_meta"]["tandem"]["userMessageId"] = id.clone();
+    }
     json!({"jsonrpc": "2.0", "result": reply})
+}
+
+/// Notes a `user_message` update for `/rewind`'s list (once per id).
+fn remember_message(state: &AcpState, session_id: &str, update: &Value) {
+    let Some(id) = update["messageId"].as_str() else {
+        return;
+    };
+    let said = update["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|b| b["text"].as_str())
+        .and_then(|t| t.lines().find(|l| !l.trim().is_empty()))
+        .map(|l| l.chars().take(80).collect())
+        .unwrap_or_default();
+    let mut shared = state.lock();
+    let list = shared.messages.entry(session_id.to_string()).or_default();
+    if !list.iter().any(|(known, _)| known == id) {
+        list.push((id.to_string(), said));
+    }
 }
 
 #[cfg(test)]

@@ -33,10 +33,12 @@ use crate::core::history::SessionSummary;
 use crate::frontend::acp::auth::authenticate;
 use crate::frontend::acp::client::AcpCapabilities;
 use crate::frontend::acp::commands::{carries_file, fileless_task_prompt, slash_command, target};
+use crate::frontend::acp::fork::fork_message_id;
 use crate::frontend::acp::model_options::model_switch;
 use crate::frontend::acp::modes::MODE_OPTION;
 use crate::frontend::acp::session::{absolute_cwd, initialize_result, list_page};
 use crate::frontend::acp::wire::error_response;
+use crate::frontend::additional_roots::{acp_additional_directories, additional_roots};
 use crate::frontend::jsonrpc_body::{self, Body};
 use crate::protocol::ContentBlock;
 use crate::vocab::approval::ApprovalMode;
@@ -107,6 +109,9 @@ fn empty_object(answer: Value) -> Value {
         None => json!({"jsonrpc": "2.0", "result": {}}),
     }
 }
+
+#[path = "acp_shim_rewind.rs"]
+mod rewind;
 
 impl Shim {
     fn reply(&self, id: &Option<Value>, result: Value) {
@@ -186,7 +191,8 @@ impl Shim {
                 json!({"sessionId": params["sessionId"]}),
                 empty_object,
             ),
-            "session/prompt" => self.prompt(id, params),
+            "session/fork" => self.fork(id, &params).await,
+            "session/prompt" => self.prompt_or_rewind(id, params).await,
             "session/set_mode" => self.relay_request(
                 id,
                 "tandem/setMode",
@@ -309,15 +315,20 @@ impl Shim {
 
     async fn new_session(&self, id: Option<Value>, params: &Value) {
         let Some(id) = id else { return };
-        let cwd = match absolute_cwd(params) {
-            Ok(cwd) => cwd,
+        let checked = absolute_cwd(params).and_then(|cwd| {
+            let dirs = acp_additional_directories(params)?;
+            additional_roots(&dirs)?;
+            Ok((cwd, dirs))
+        });
+        let (cwd, dirs) = match checked {
+            Ok(checked) => checked,
             Err(e) => return self.fail(&Some(id), -32602, &e),
         };
-        let Some(answer) = self
-            .relay
-            .call("tandem/newSession", new_session_params(&cwd, params))
-            .await
-        else {
+        let mut new = new_session_params(&cwd, params);
+        if !dirs.is_empty() {
+            new["additionalDirectories"] = json!(dirs);
+        }
+        let Some(answer) = self.relay.call("tandem/newSession", new).await else {
             return self.fail(&Some(id), -32603, "the serve did not answer");
         };
         let Some(session_id) = answer["result"]["sessionId"].as_str() else {
@@ -329,6 +340,61 @@ impl Shim {
         self.fetch_tasks(session_id, &cwd).await;
         self.state.made(session_id);
         // No replay (there is nothing yet); `tandem/attached` answers.
+        self.attach(id, session_id, false);
+    }
+
+    /// The client's `mcpServers` for `session_id` (`tandem/addMcpServers`);
+    /// `None` when that failed and request `id` was answered with why.
+    async fn add_mcp_servers(&self, id: Value, session_id: &str, params: &Value) -> Option<Value> {
+        let Some(list) = params.get("mcpServers").filter(|l| {
+            l.as_array().is_some_and(|a| !a.is_empty()) || !l.is_array() && !l.is_null()
+        }) else {
+            return Some(id);
+        };
+        let params = json!({"sessionId": session_id, "mcpServers": list});
+        match self.relay.call("tandem/addMcpServers", params).await {
+            Some(answer) if answer.get("error").is_some() => {
+                let mut answer = answer;
+                answer["id"] = id;
+                self.relay.to_editor(&answer);
+                None
+            }
+            Some(_) => Some(id),
+            None => {
+                self.fail(&Some(id), -32603, "the serve did not answer");
+                None
+            }
+        }
+    }
+
+    /// `session/fork`: `tandem/forkSession`, then, as for a new session,
+    /// the folder, its tasks and an attach without replay, whose
+    /// `tandem/attached` answers with the fork's id.
+    async fn fork(&self, id: Option<Value>, params: &Value) {
+        let Some(id) = id else { return };
+        let checked = absolute_cwd(params).and_then(|cwd| Ok((cwd, fork_message_id(params)?)));
+        let (cwd, message_id) = match checked {
+            Ok(checked) => checked,
+            Err(e) => return self.fail(&Some(id), -32602, &e),
+        };
+        let mut fork = json!({"sessionId": params["sessionId"]});
+        if let Some(message_id) = message_id {
+            fork["messageId"] = json!(message_id);
+        }
+        let Some(answer) = self.relay.call("tandem/forkSession", fork).await else {
+            return self.fail(&Some(id), -32603, "the serve did not answer");
+        };
+        let Some(session_id) = answer["result"]["sessionId"].as_str() else {
+            let mut answer = answer;
+            answer["id"] = id;
+            return self.relay.to_editor(&answer);
+        };
+        let Some(id) = self.add_mcp_servers(id, session_id, params).await else {
+            return;
+        };
+        self.add_folder(&cwd).await;
+        self.fetch_tasks(session_id, &cwd).await;
+        self.state.made(session_id);
         self.attach(id, session_id, false);
     }
 
@@ -350,20 +416,9 @@ impl Shim {
                 Err(e) => return self.fail(&Some(id), -32602, &e),
             }
         }
-        if let Some(list) = params.get("mcpServers").filter(|l| {
-            l.as_array().is_some_and(|a| !a.is_empty()) || !l.is_array() && !l.is_null()
-        }) {
-            let params = json!({"sessionId": session_id, "mcpServers": list});
-            match self.relay.call("tandem/addMcpServers", params).await {
-                Some(answer) if answer.get("error").is_some() => {
-                    let mut answer = answer;
-                    answer["id"] = id;
-                    return self.relay.to_editor(&answer);
-                }
-                Some(_) => {}
-                None => return self.fail(&Some(id), -32603, "the serve did not answer"),
-            }
-        }
+        let Some(id) = self.add_mcp_servers(id, session_id, params).await else {
+            return;
+        };
         if replay {
             self.state.replaying(session_id);
         }

@@ -148,7 +148,7 @@ impl<S> PerConnection<S> {
         if let Some(ConnectionId(conn)) = extensions.get::<ConnectionId>().copied() {
             if self.guard.conn.set(conn).is_ok() {
                 tracing::info!(conn, "client connected");
-                self.guard.hub.clients.connected(conn);
+                self.guard.hub.client(conn);
             }
         }
     }

@@ -1,8 +1,9 @@
 //! The hub: who follows which session. It is the serve daemon's
 //! [`EventSink`] (every logged event goes to each subscriber of its
-//! session) and the maker of each session's [`ClientBridge`] (a request to
-//! the editor goes to every attached client that can answer it; the first
-//! answer wins and the others are withdrawn).
+//! session), holds the connections' clients, and keeps each session's
+//! [`ClientBridge`] (a request to the editor goes to every attached client
+//! that can answer it; the first answer wins and the others are withdrawn;
+//! edits, files and terminal go to the window whose input opened the turn).
 //!
 //! Invariant: a subscriber hears every event of its session exactly once
 //! and in log order: it is registered before the log is read for its
@@ -12,7 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -22,11 +23,11 @@ use jsonrpsee::core::server::{SubscriptionSink, TrySendError};
 use serde_json::value::RawValue;
 
 use super::backlog::{Backlog, BacklogReceiver, SessionBudgets};
-use super::clients::Clients;
-use super::owners::TurnOwners;
+use super::clients::{Clients, ConnLink, WindowBridges, WINDOW_ID_PREFIX};
 use super::progress::{SubscriberProgress, ID_PREFIX as PROGRESS_ID_PREFIX};
 use super::session_client::{is_owner_facility, offers, SessionClient};
-use super::window_bridge::{WindowBridges, ID_PREFIX as WINDOW_ID_PREFIX};
+use crate::core::client::Client;
+use crate::core::daemon::Daemon;
 use crate::core::log::{EventSink, LoggedEvent};
 use crate::core::output_budget::OutputBudget;
 use crate::frontend::lsp::outgoing::Outgoing;
@@ -225,27 +226,29 @@ struct State {
     subs: HashMap<String, Vec<Arc<Subscriber>>>,
     last_seq: HashMap<String, u64>,
     bridges: HashMap<String, SessionBridge>,
+    /// The connection whose input opened each session's latest turn.
+    owner: HashMap<String, usize>,
 }
 
 pub struct Hub {
     state: Mutex<State>,
     next_sub: AtomicU64,
     next_bridge: AtomicU64,
-    pub clients: Arc<Clients>,
-    pub owners: TurnOwners,
+    pub clients: Clients,
+    daemon: Weak<Daemon>,
     /// Each session's output budget, charged by its subscribers' backlogs.
     budgets: SessionBudgets,
     windows: WindowBridges,
 }
 
 impl Hub {
-    pub fn new(clients: Arc<Clients>) -> Arc<Hub> {
+    pub fn new(daemon: Weak<Daemon>) -> Arc<Hub> {
         Arc::new(Hub {
             state: Mutex::new(State::default()),
             next_sub: AtomicU64::new(1),
             next_bridge: AtomicU64::new(1),
-            clients,
-            owners: TurnOwners::default(),
+            clients: Clients::default(),
+            daemon,
             budgets: SessionBudgets::default(),
             windows: WindowBridges::default(),
         })
@@ -255,8 +258,36 @@ impl Hub {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The bridge of a new or loaded session (the daemon's bridge factory).
-    pub fn bridge_for(self: &Arc<Hub>, session_id: &str) -> Arc<dyn ClientBridge> {
+    /// Connection `conn`'s client (registered with the daemon on first use).
+    pub fn client(self: &Arc<Hub>, conn: usize) -> Arc<Client> {
+        self.clients.get_or_insert(conn, || {
+            let link = Arc::new(ConnLink {
+                hub: Arc::downgrade(self),
+                conn,
+            });
+            match self.daemon.upgrade() {
+                Some(daemon) => daemon.connect(link),
+                None => Client::new(link),
+            }
+        })
+    }
+
+    /// The bridge of a turn `conn`'s input opened: `conn` owns the session's
+    /// turn from now on (its edits, files and terminal go there).
+    pub fn turn_bridge(self: &Arc<Hub>, session_id: &str, conn: usize) -> Arc<dyn ClientBridge> {
+        let changed = self.state().owner.insert(session_id.to_string(), conn) != Some(conn);
+        let bridge = self.session_bridge(session_id);
+        if changed {
+            self.refresh(session_id);
+        }
+        bridge
+    }
+
+    /// The session's bridge, made on first use.
+    fn session_bridge(self: &Arc<Hub>, session_id: &str) -> Arc<dyn ClientBridge> {
+        if let Some(bridge) = self.state().bridges.get(session_id) {
+            return bridge.client.clone();
+        }
         let (queue, mut rx) = OutboundQueue::channel();
         // Ids unique across the serve's sessions (`tandem-<session n>-<n>`):
         // an answer names only its id, and two sessions' first requests
@@ -323,7 +354,7 @@ impl Hub {
         let Some(id) = message.get("id").and_then(Value::as_str) else {
             // The session's own notification (the owner's terminal shown
             // in its tool call): to the owner alone.
-            let owner = self.owners.get(session_id);
+            let owner = state.owner.get(session_id).copied();
             for sub in state.subs.get(session_id).into_iter().flatten() {
                 if Some(sub.conn) == owner && method == Some("tandem/update") {
                     sub.deliver(Item::Message(message.clone()));
@@ -334,7 +365,7 @@ impl Hub {
         if let Some(bridge) = state.bridges.get_mut(session_id) {
             bridge.pending.insert(id.to_string(), message.clone());
         }
-        let owner = self.owners.get(session_id);
+        let owner = state.owner.get(session_id).copied();
         for sub in state.subs.get(session_id).into_iter().flatten() {
             if self.answers(sub.conn, &message, owner) {
                 sub.deliver(Item::Message(message.clone()));
@@ -350,17 +381,20 @@ impl Hub {
         match request.get("method").and_then(Value::as_str) {
             Some("workspace/applyEdit") => owner == Some(conn) && abilities.apply_edit,
             Some(m) if is_owner_facility(m) => {
-                owner == Some(conn) && offers(self.clients.facilities(conn), m)
+                owner == Some(conn) && offers(self.clients.capabilities(conn).facilities, m)
             }
             Some("tandem/requestUserInput") => abilities.request_user_input,
+            // The owner's language servers read the owner's buffers.
+            Some(m) if is_language_request(m) => owner == Some(conn),
             _ => abilities.request_permission,
         }
     }
 
-    /// Recomputes what a session's bridge says the editor can do.
+    /// Recomputes what a session's bridge says the editor can do (the
+    /// language features are the owner's, as the buffers are).
     pub fn refresh(&self, session_id: &str) {
         let mut state = self.state();
-        let owner = self.owners.get(session_id);
+        let owner = state.owner.get(session_id).copied();
         let attached: Vec<usize> = state
             .subs
             .get(session_id)
@@ -371,7 +405,7 @@ impl Hub {
         let mut abilities = ClientAbilities::default();
         let facilities = owner
             .filter(|o| attached.contains(o))
-            .map(|o| self.clients.facilities(o))
+            .map(|o| self.clients.capabilities(o).facilities)
             .unwrap_or_default();
         for conn in &attached {
             let a = self.clients.abilities(*conn);
@@ -381,6 +415,7 @@ impl Hub {
                 abilities.apply_edit = a.apply_edit;
                 abilities.change_annotations = a.change_annotations;
                 abilities.resource_operations = a.resource_operations;
+                abilities.language = a.language;
             }
         }
         if let Some(bridge) = state.bridges.get_mut(session_id) {
@@ -411,25 +446,15 @@ impl Hub {
         }
     }
 
-    /// Makes `conn` the owner of a session no turn has named one for (its
-    /// creator, or the first to load it).
-    pub fn claim_if_unowned(&self, session_id: &str, conn: usize) {
-        if self.owners.claim_if_unowned(session_id, conn) {
-            self.refresh(session_id);
-        }
-    }
-
-    /// Records that `conn` queued input `message_id` (its turn will be
-    /// `conn`'s).
-    pub fn note_origin(&self, session_id: &str, message_id: &str, conn: usize) {
-        if self.owners.note_origin(session_id, message_id, conn) {
-            self.refresh(session_id);
-        }
-    }
-
     /// Registers a subscriber before its replay is read. Requests of the
     /// session still unanswered are queued to it first.
-    pub fn subscribe(&self, session_id: &str, conn: usize) -> (Arc<Subscriber>, BacklogReceiver) {
+    pub fn subscribe(
+        self: &Arc<Hub>,
+        session_id: &str,
+        conn: usize,
+    ) -> (Arc<Subscriber>, BacklogReceiver) {
+        // The session's bridge remembers which clients followed it.
+        self.session_bridge(session_id);
         let backlog = Backlog::new(session_id, self.budgets.get(session_id));
         let rx = BacklogReceiver(backlog.clone());
         let sub = Arc::new(Subscriber {
@@ -444,7 +469,7 @@ impl Hub {
         });
         {
             let mut state = self.state();
-            let owner = self.owners.get(session_id);
+            let owner = state.owner.get(session_id).copied();
             if let Some(bridge) = state.bridges.get(session_id) {
                 for request in bridge.pending.values() {
                     if self.answers(conn, request, owner) {
@@ -572,15 +597,20 @@ impl Hub {
     /// A connection closed: it owns nothing any more.
     pub fn disconnected(&self, conn: usize) {
         let sessions: Vec<String> = {
-            self.owners.disconnected(conn);
             let mut state = self.state();
+            state.owner.retain(|_, c| *c != conn);
             for subs in state.subs.values_mut() {
                 subs.retain(|s| s.conn != conn);
             }
             state.bridges.keys().cloned().collect()
         };
         self.windows.ended(|c, _| c == conn);
-        self.clients.remove(conn);
+        if let Some(client) = self.clients.remove(conn) {
+            match self.daemon.upgrade() {
+                Some(daemon) => daemon.disconnect(&client),
+                None => client.disconnect(),
+            }
+        }
         for session in sessions {
             self.refresh(&session);
         }
@@ -592,9 +622,6 @@ impl EventSink for Hub {
         if matches!(event.event, crate::vocab::event::Event::TurnEnd { .. }) {
             // The turn's request bodies are freed.
             crate::frontend::memory::return_freed_memory_soon();
-        }
-        if self.owners.on_event(session_id, &event.event) {
-            self.refresh(session_id);
         }
         let mut state = self.state();
         match state.last_seq.get_mut(session_id) {
@@ -627,6 +654,17 @@ impl EventSink for Hub {
     fn output_budget(&self, session_id: &str) -> Option<Arc<OutputBudget>> {
         Some(self.budgets.get(session_id))
     }
+}
+
+/// Whether `method` asks the editor's language servers (`tandem/diagnostics`, …).
+fn is_language_request(method: &str) -> bool {
+    matches!(
+        method,
+        "tandem/diagnostics"
+            | "tandem/definition"
+            | "tandem/references"
+            | "tandem/workspaceSymbols"
+    )
 }
 
 #[cfg(test)]

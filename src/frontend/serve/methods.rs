@@ -23,8 +23,10 @@ use super::clients::DocOp;
 use super::connection::RequestCancel;
 use super::hub::{item_message, update_message, Hub, Item};
 use super::progress;
+use crate::core::client::ClientCapabilities;
 use crate::core::daemon::{Daemon, DaemonError, NewSession};
 use crate::core::session::RunState;
+use crate::frontend::lsp::language::{diagnostics_changed, DIAGNOSTICS_CHANGED};
 use crate::frontend::lsp::server::{
     client_abilities, encoding_kind, folder_path, negotiate_encoding, text_change, uri_path,
 };
@@ -51,7 +53,7 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 18] = [
+pub const TANDEM_METHODS: [&str; 21] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -68,8 +70,11 @@ pub const TANDEM_METHODS: [&str; 18] = [
     "tandem/renameSession",
     "tandem/closeSession",
     "tandem/deleteSession",
+    "tandem/forkSession",
     "tandem/listMcpServers",
+    "tandem/diagnosticsChanged",
     "tandem/addMcpServers",
+    "tandem/rewind",
 ];
 
 pub(super) type RpcResult<T> = Result<T, ErrorObjectOwned>;
@@ -157,15 +162,18 @@ async fn initialize(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> 
         write_text_file: tandem["writeTextFile"] == true,
         terminal: tandem["terminal"] == true,
     };
+    let client = ctx.hub.client(conn);
     ctx.hub.clients.initialize(
-        conn,
-        abilities,
+        &client,
+        ClientCapabilities {
+            abilities,
+            facilities,
+            work_done_progress,
+        },
         roots,
         options,
         encoding,
-        work_done_progress,
     );
-    ctx.hub.clients.set_facilities(conn, facilities);
     Ok(json!({
         "serverInfo": {"name": "tandem", "version": env!("CARGO_PKG_VERSION")},
         "capabilities": {
@@ -250,6 +258,11 @@ fn register_documents(
         }
         RpcResult::Ok(Value::Null)
     })?;
+    module.register_method(DIAGNOSTICS_CHANGED, |params, ctx, ext| {
+        let params = params.as_str().and_then(|p| serde_json::from_str(p).ok());
+        diagnostics_changed(ctx.hub.client(conn(ext)).buffers(), params);
+        RpcResult::Ok(Value::Null)
+    })?;
     module.register_method("workspace/didChangeWorkspaceFolders", |params, ctx, ext| {
         let p: DidChangeWorkspaceFoldersParams = parse(&params)?;
         let removed: Vec<PathBuf> = p
@@ -282,6 +295,7 @@ async fn new_session(
 ) -> RpcResult<NewSessionResult> {
     let params: NewSessionParams = parse(&params)?;
     let conn = conn(&ext);
+    let client = ctx.hub.client(conn);
     let workspace_folder = match &params.workspace_folder {
         Some(folder) => Some(folder_path(folder).ok_or_else(|| {
             invalid_params(format!(
@@ -289,9 +303,9 @@ async fn new_session(
             ))
         })?),
         // A serve has no editor-wide folders: the client's first one.
-        None => ctx.hub.clients.roots(conn).into_iter().next(),
+        None => client.roots().into_iter().next(),
     };
-    let config = match (ctx.hub.clients.init_options(conn), params.config) {
+    let config = match (client.init_options(), params.config) {
         (_, Some(config)) if !config.is_object() => {
             return Err(invalid_params("config: expected an object"))
         }
@@ -305,18 +319,24 @@ async fn new_session(
     let mut config = config;
     let mcp_servers = crate::frontend::mcp_servers::take_config_mcp_servers(&mut config)
         .map_err(invalid_params)?;
+    let more = crate::frontend::additional_roots::additional_roots(&params.additional_directories)
+        .map_err(invalid_params)?;
     let session = ctx
         .daemon
-        .new_session(NewSession {
-            workspace_folder,
-            title: params.title,
-            config,
-        })
+        .new_session_in(
+            &client,
+            NewSession {
+                workspace_folder,
+                title: params.title,
+                config,
+            },
+            None,
+            more,
+        )
         .map_err(daemon_error)?;
     ctx.daemon
         .add_mcp_servers(&session.id, &mcp_servers)
         .map_err(daemon_error)?;
-    ctx.hub.claim_if_unowned(&session.id, conn);
     Ok(NewSessionResult {
         session_id: session.id.clone(),
         mode: session.mode().as_str().to_string(),
@@ -351,12 +371,11 @@ async fn prompt(
     ctx.daemon
         .session(&params.session_id)
         .map_err(daemon_error)?;
-    let buffers = ctx.hub.clients.buffers(conn);
+    let client = ctx.hub.client(conn);
     let (message_id, receipt) = ctx
         .daemon
-        .prompt_reading(&params.session_id, user_content(params.prompt), buffers)
+        .prompt(&client, &params.session_id, user_content(params.prompt))
         .map_err(daemon_error)?;
-    ctx.hub.note_origin(&params.session_id, &message_id, conn);
     // `$/cancelRequest` for this request withdraws the prompt (see
     // `connection`); the answer still waits for the turn's end.
     let receipt = match ext.get::<RequestCancel>().cloned() {
@@ -388,7 +407,10 @@ async fn prompt(
         session.log.durable().await;
     }
     ctx.hub.flushed(&params.session_id, conn).await;
-    Ok(prompt_result(receipt))
+    Ok(PromptResult {
+        message_id: Some(message_id),
+        ..prompt_result(receipt)
+    })
 }
 
 async fn steer(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcResult<SteerResult> {
@@ -402,17 +424,16 @@ async fn steer(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcRe
         .session(&params.session_id)
         .map_err(daemon_error)?;
     let conn = conn(&ext);
-    let buffers = ctx.hub.clients.buffers(conn);
+    let client = ctx.hub.client(conn);
     let message_id = ctx
         .daemon
-        .steer_reading(
+        .steer(
+            &client,
             &params.session_id,
             user_content(params.prompt),
             params.wake,
-            buffers,
         )
         .map_err(daemon_error)?;
-    ctx.hub.note_origin(&params.session_id, &message_id, conn);
     // Acknowledged means durable: the log fsyncs off this thread.
     if let Ok(session) = ctx.daemon.session(&params.session_id) {
         session.log.durable().await;
@@ -514,9 +535,8 @@ fn register_tandem(
         let params: LoadSessionParams = parse(&params)?;
         let (session, events) = ctx
             .daemon
-            .load_session(&params.session_id)
+            .load_session(&ctx.hub.client(conn(&ext)), &params.session_id)
             .map_err(daemon_error)?;
-        ctx.hub.claim_if_unowned(&session.id, conn(&ext));
         let replayed = events
             .iter()
             .filter(|e| session_update(&e.event).is_some())
@@ -544,7 +564,7 @@ fn register_tandem(
             "pid": std::process::id(),
             "port": ctx.port,
             "version": env!("CARGO_PKG_VERSION"),
-            "clients": ctx.hub.clients.count(),
+            "clients": ctx.daemon.client_count(),
             "turnRunning": ctx.daemon.any_turn_running(),
         }))
     })?;
@@ -588,7 +608,8 @@ async fn attach_session(
     // Registered before the log is read: whatever is logged from now on
     // reaches the channel, whatever was logged before is in the read.
     let (sub, mut rx) = ctx.hub.subscribe(&session_id, conn);
-    if ctx.hub.clients.work_done_progress(conn) {
+    let client = ctx.hub.client(conn);
+    if client.capabilities().work_done_progress {
         let daemon = Arc::downgrade(&ctx.daemon);
         let titles = Box::new(move |session_id: &str, turn_id: &str| {
             daemon
@@ -601,7 +622,7 @@ async fn attach_session(
     }
     let daemon = ctx.daemon.clone();
     let id = session_id.clone();
-    let loaded = tokio::task::spawn_blocking(move || daemon.load_session(&id))
+    let loaded = tokio::task::spawn_blocking(move || daemon.load_session(&client, &id))
         .await
         .unwrap_or_else(|e| Err(DaemonError::Storage(format!("loading panicked: {e}"))));
     let (mode, instructions, model_state, events) = match loaded {
@@ -689,5 +710,6 @@ pub fn module(ctx: Ctx) -> RpcModule<Ctx> {
     register_tandem(&mut module).expect("tandem methods register");
     super::tasks::register(&mut module).expect("task methods register");
     super::session_methods::register(&mut module).expect("session methods register");
+    super::rewind_method::register(&mut module).expect("rewind registers");
     module
 }

@@ -11,8 +11,8 @@
 //! - `state` — serve.json and the lock; `listen` — the TCP and Unix
 //!   listeners and the socket file; `stream` — a connection over either;
 //!   `auth` — the HTTP check in front of every connection; `connection` — per-connection middleware;
-//!   `clients` — what each connection declared and its documents; `owners`
-//!   — whose turn each session runs; `hub` — who follows which session;
+//!   `clients` — each connection as a core client (what it declared, its
+//!   documents, how it is asked); `hub` — who follows which session;
 //!   `progress` — `$/progress` for the clients that follow a turn; `relay`
 //!   — the shims' shared link (one thread reads the WebSocket and writes
 //!   stdout); `ws_link` — the shims' WebSocket on blocking sockets;
@@ -32,16 +32,15 @@ pub mod connection;
 pub mod hub;
 pub mod listen;
 pub mod methods;
-pub mod owners;
 pub mod progress;
 pub mod relay;
+pub mod rewind_method;
 pub mod session_client;
 pub mod session_methods;
 pub mod shim;
 pub mod state;
 pub mod stream;
 pub mod tasks;
-pub mod window_bridge;
 pub mod ws_link;
 
 use std::path::PathBuf;
@@ -59,7 +58,6 @@ use crate::config::{ConfigBuilder, ServeConfig};
 use crate::core::daemon::{Daemon, DaemonOptions};
 use crate::core::liveness::process_alive;
 use crate::core::log::Durability;
-use crate::vocab::bridge::NoClient;
 
 /// Reads `[serve]` from the user's config.toml and the environment.
 pub fn serve_config(home: &std::path::Path) -> Result<ServeConfig, String> {
@@ -104,15 +102,10 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
             home: home.clone(),
             durability,
             sink,
-            bridge: Arc::new(NoClient),
         })
     };
-    let hub = Hub::new(clients::Clients::new());
+    let hub = Hub::new(Arc::downgrade(&daemon));
     let _ = hub_slot.set(hub.clone());
-    {
-        let hub = hub.clone();
-        daemon.set_bridge_factory(Arc::new(move |id: &str| hub.bridge_for(id)));
-    }
 
     let count = Arc::new(ConnectionCount::default());
     let rpc = {
@@ -224,7 +217,7 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
 }
 
 /// The daemon needs its sink before the hub exists (the hub needs the
-/// daemon's buffer cache); this forwards once the hub is set.
+/// daemon, to register the connections' clients); this forwards once the hub is set.
 struct LateSink(Arc<std::sync::OnceLock<Arc<Hub>>>);
 
 impl crate::core::log::EventSink for LateSink {

@@ -22,6 +22,7 @@ use crate::vocab::bridge::{
     ClientFacilities, ClientFile, PermissionAnswer, PermissionRequest, TerminalCommand,
     TerminalRun, UserInputRequest,
 };
+use crate::vocab::language::{FileDiagnostics, LanguageAnswer, Location, Symbol, TextPoint};
 
 /// Whether a request to the editor is for the turn's owner's files or
 /// terminal.
@@ -128,5 +129,40 @@ impl ClientBridge for SessionClient {
         cancel: &CancellationToken,
     ) -> BridgeOutcome<ApplyEditResponse> {
         self.outgoing.apply_edit(request, cancel).await
+    }
+
+    async fn diagnostics(
+        &self,
+        paths: Option<Vec<std::path::PathBuf>>,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<LanguageAnswer<FileDiagnostics>> {
+        self.outgoing.diagnostics(paths, cancel).await
+    }
+
+    async fn definition(
+        &self,
+        at: TextPoint,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<LanguageAnswer<Location>> {
+        self.outgoing.definition(at, cancel).await
+    }
+
+    async fn references(
+        &self,
+        at: TextPoint,
+        include_declaration: bool,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<LanguageAnswer<Location>> {
+        self.outgoing
+            .references(at, include_declaration, cancel)
+            .await
+    }
+
+    async fn workspace_symbols(
+        &self,
+        query: String,
+        cancel: &CancellationToken,
+    ) -> BridgeOutcome<LanguageAnswer<Symbol>> {
+        self.outgoing.workspace_symbols(query, cancel).await
     }
 }

@@ -23,7 +23,6 @@ use tower_lsp::lsp_types::{CodeActionParams, ExecuteCommandParams, Url};
 
 use super::connection::RequestCancel;
 use super::methods::{conn, parse, Ctx, RpcResult};
-use crate::buffers::BufferCache;
 use crate::config::tasks::takes_instruction;
 use crate::core::tasks::run::session_for;
 use crate::core::tasks::TaskOrigin;
@@ -39,26 +38,15 @@ fn rpc_error(error: tower_lsp::jsonrpc::Error) -> ErrorObjectOwned {
     )
 }
 
-/// Connection `conn` as the origin of its tasks.
+/// Connection `conn` as the origin of its tasks (a task session it makes
+/// takes its `initializationOptions` as its `config`).
 fn origin(ctx: &Ctx, conn: usize) -> TaskOrigin {
-    let clients = &ctx.hub.clients;
-    let init_options = clients.init_options(conn);
-    let hub = ctx.hub.clone();
+    let client = ctx.hub.client(conn);
+    let init_options = client.init_options();
     TaskOrigin {
-        buffers: clients
-            .buffers(conn)
-            .unwrap_or_else(|| Arc::new(BufferCache::new())),
-        roots: clients.roots(conn),
-        session_config: (!init_options.is_null()).then(|| init_options.clone()),
-        init_options,
-        bridge: Arc::new(move |session_id: &str| hub.window_bridge(session_id, conn)),
+        client,
+        session_config: (!init_options.is_null()).then_some(init_options),
     }
-}
-
-/// Notes a task's prompt as `conn`'s, so its turn is that window's.
-fn noter(ctx: &Arc<Ctx>, conn: usize) -> impl Fn(&str, &str) + Send + Sync {
-    let hub = ctx.hub.clone();
-    move |session_id: &str, message_id: &str| hub.note_origin(session_id, message_id, conn)
 }
 
 async fn code_action(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcResult<Value> {
@@ -72,7 +60,7 @@ async fn command(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> Rpc
     let params: ExecuteCommandParams = parse(&params)?;
     let conn = conn(&ext);
     let origin = origin(&ctx, conn);
-    let started = execute_command(&ctx.daemon, &origin, params, &noter(&ctx, conn))
+    let started = execute_command(&ctx.daemon, &origin, params)
         .await
         .map_err(rpc_error)?;
     Ok(started.unwrap_or(Value::Null))
@@ -83,7 +71,7 @@ async fn task(params: Params<'static>, ctx: Arc<Ctx>, ext: Extensions) -> RpcRes
     let conn = conn(&ext);
     let origin = origin(&ctx, conn);
     let cancelled = ext.get::<RequestCancel>().map(|c| c.0.clone());
-    let result = run_task(&ctx.daemon, &origin, params, cancelled, &noter(&ctx, conn))
+    let result = run_task(&ctx.daemon, &origin, params, cancelled)
         .await
         .map_err(rpc_error)?;
     // The answer follows the turn's updates on this connection's
@@ -132,7 +120,6 @@ fn task_session(params: Params<'_>, ctx: &Ctx, ext: &Extensions) -> RpcResult<Va
     }
     let session = session_for(&ctx.daemon, &origin, &path, params.session_id.as_deref())
         .map_err(|e| rpc_error(task_error(e)))?;
-    ctx.hub.claim_if_unowned(&session.id, conn);
     Ok(json!({"sessionId": session.id}))
 }
 

@@ -48,6 +48,7 @@ use self::outcome::Outcome;
 use self::plan::Plan;
 use self::report::finish;
 use super::edits::FileChange;
+use super::language::after_edit;
 use super::patch::parse_patch;
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 use crate::vocab::approval::ApprovalMode;
@@ -150,10 +151,29 @@ impl Tool for ApplyPatch {
         };
         let plan = Arc::new(plan);
         plan.emit_diffs(ctx);
-        match ctx.mode {
+        let edited = after_edit::edited_files(plan.files.iter().map(|f| &f.change));
+        let baseline = after_edit::baseline(edited, ctx).await;
+        let result = match ctx.mode {
             ApprovalMode::Review => review(&plan, raw_args, ctx).await,
             _ => auto(&plan, ctx).await,
-        }
+        };
+        with_diagnostics(result, baseline, ctx).await
+    }
+}
+
+/// The report, followed by what the editor's diagnostics say of the
+/// changed lines (see [`after_edit`]) when the patch landed.
+async fn with_diagnostics(
+    result: Result<String, ToolError>,
+    baseline: Option<after_edit::Baseline>,
+    ctx: &ToolContext,
+) -> Result<String, ToolError> {
+    let (Ok(report), Some(baseline)) = (&result, baseline) else {
+        return result;
+    };
+    match after_edit::check(baseline, ctx).await {
+        Some(verdict) => Ok(format!("{report}\n{verdict}")),
+        None => result,
     }
 }
 

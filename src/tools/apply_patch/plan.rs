@@ -9,7 +9,7 @@ use crate::tools::edits::FileChange;
 use crate::tools::patch::{apply_hunks, FileOp, Patch};
 use crate::tools::{ToolContext, ToolError, ToolEvent};
 use crate::vocab::bridge::{BridgeOutcome, ClientFile};
-use crate::vocab::event::FileDiff;
+use crate::vocab::event::{FileDiff, ToolLocation};
 
 /// A patch with every file's change computed and every path resolved.
 pub(super) struct Plan {
@@ -111,8 +111,13 @@ impl Plan {
 
     /// One diff per file, for editors to render; paths are absolute, as
     /// ACP's diff content has them.
+    /// Then each file's location, at its first changed line (none for a
+    /// deleted file), for editors that follow the agent.
     pub(super) fn emit_diffs(&self, ctx: &ToolContext) {
-        (ctx.emit)(ToolEvent::Diffs(self.diffs()));
+        let diffs = self.diffs();
+        let locations = diffs.iter().map(first_change).collect();
+        (ctx.emit)(ToolEvent::Diffs(diffs));
+        (ctx.emit)(ToolEvent::Locations(locations));
     }
 
     /// The diffs [`Plan::emit_diffs`] sends (a permission request carries
@@ -250,5 +255,22 @@ fn read_current(
             "cannot {verb} `{written}`: it is not UTF-8 text, and apply_patch edits text files only"
         ))),
         Err(e) => Err(not_applied(format!("cannot read `{written}`: {e}"))),
+    }
+}
+
+/// Where a file's change starts: its first line that differs (1-based).
+fn first_change(diff: &FileDiff) -> ToolLocation {
+    let old = diff.old_text.as_deref().unwrap_or_default();
+    let line = (!diff.new_text.is_empty()).then(|| {
+        let same = old
+            .lines()
+            .zip(diff.new_text.lines())
+            .take_while(|(a, b)| a == b)
+            .count();
+        u32::try_from(same + 1).unwrap_or(u32::MAX)
+    });
+    ToolLocation {
+        path: diff.path.clone(),
+        line,
     }
 }

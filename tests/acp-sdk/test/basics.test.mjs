@@ -12,7 +12,7 @@ acpTest("initialize advertises sessions, and session/new reports the modes and c
     schema.zInitializeResponse.parse(c.init);
     assert.equal(c.init.protocolVersion, 1);
     assert.equal(c.init.agentCapabilities.loadSession, true);
-    assert.deepEqual(c.init.agentCapabilities.sessionCapabilities, { list: {}, resume: {}, close: {}, delete: {} });
+    assert.deepEqual(c.init.agentCapabilities.sessionCapabilities, { list: {}, resume: {}, close: {}, delete: {}, fork: {}, additionalDirectories: {} });
 
     const session = await c.newSession(tempDir());
     schema.zNewSessionResponse.parse(session);
@@ -28,7 +28,8 @@ acpTest("initialize advertises sessions, and session/new reports the modes and c
 
     server.push(text("Hel", "lo"));
     const result = await c.prompt(session.sessionId, "hi");
-    assert.deepEqual(result, { stopReason: "end_turn" });
+    // The prompt's own message id (ACP's userMessageId, under _meta).
+    assert.deepEqual(result, { stopReason: "end_turn", _meta: { tandem: { userMessageId: "m1" } } });
     const chunks = c.updatesOf(session.sessionId, "agent_message_chunk").map((u) => u.content.text);
     assert.equal(chunks.join(""), "Hello");
     // The live prompt is not echoed back (clients would show it as the

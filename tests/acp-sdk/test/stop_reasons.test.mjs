@@ -16,7 +16,7 @@ acpTest("a detected loop ends as max_turn_requests with loop_detected in _meta",
     for (let i = 0; i < 3; i++) server.push(toolCalls([[`c${i}`, "read_file", { path: "a.txt" }]]));
     const result = await c.prompt(sessionId, "read it forever");
     schema.zPromptResponse.parse(result);
-    assert.deepEqual(result, { stopReason: "max_turn_requests", _meta: { tandem: { stopReason: "loop_detected" } } });
+    assert.deepEqual(result, { stopReason: "max_turn_requests", _meta: { tandem: { stopReason: "loop_detected", userMessageId: "m1" } } });
   } finally {
     await c.close();
     await server.close();
@@ -34,7 +34,7 @@ acpTest("a spent token budget ends as max_tokens with token_budget in _meta", as
     const { sessionId } = await c.newSession(root);
     server.push(toolCalls([["c1", "read_file", { path: "a.txt" }]]), text("never reached"));
     const result = await c.prompt(sessionId, "read it");
-    assert.deepEqual(result, { stopReason: "max_tokens", _meta: { tandem: { stopReason: "token_budget" } } });
+    assert.deepEqual(result, { stopReason: "max_tokens", _meta: { tandem: { stopReason: "token_budget", userMessageId: "m1" } } });
     assert.equal(server.requests.length, 1, "no model call after the budget ran out");
   } finally {
     await c.close();

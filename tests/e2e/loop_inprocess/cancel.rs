@@ -133,7 +133,7 @@ async fn cancel_with_keep_inbox_keeps_a_queued_steer_which_then_opens_a_turn() {
     h.board.wait_for("start gate").await;
     let steer_id = h
         .daemon
-        .steer(&session.id, text_content("then this"), true)
+        .steer(&h.client, &session.id, text_content("then this"), true)
         .expect("steer");
 
     h.daemon.cancel(&session.id, true).expect("cancel");

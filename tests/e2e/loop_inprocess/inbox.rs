@@ -27,7 +27,12 @@ async fn steer_during_a_tool_enters_the_next_step_after_the_tool_result() {
     h.board.wait_for("start gate").await;
     let steer_id = h
         .daemon
-        .steer(&session.id, text_content("also check the tests"), true)
+        .steer(
+            &h.client,
+            &session.id,
+            text_content("also check the tests"),
+            true,
+        )
         .expect("steer");
     h.board.release("gate");
     let receipt = receipt.get().await;
@@ -240,7 +245,7 @@ async fn a_waking_steer_during_the_final_answer_gives_the_model_one_more_step() 
         )
         .await;
     h.daemon
-        .steer(&session.id, text_content("one more thing"), true)
+        .steer(&h.client, &session.id, text_content("one more thing"), true)
         .expect("steer");
 
     let receipt = receipt.get().await;

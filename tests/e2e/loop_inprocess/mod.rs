@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
+use tandem::core::client::{Client, OneBridge};
 use tandem::core::daemon::{Daemon, DaemonOptions, NewSession};
 use tandem::core::log::{read_log, Durability, EventSink, LoggedEvent};
 use tandem::core::session::{Session, TurnReceipt};
@@ -22,6 +23,7 @@ use crate::support::model_server::{openai, within_real_time, ModelServer, Reply}
 use crate::support::TEST_DEADLINE;
 
 mod cancel;
+mod clients;
 mod inbox;
 mod scheduling;
 
@@ -216,6 +218,8 @@ impl Tool for Controlled {
 
 struct Harness {
     daemon: Arc<Daemon>,
+    /// The one client, which cannot be asked anything.
+    client: Arc<Client>,
     sink: Arc<Collect>,
     board: Arc<Board>,
     server: ModelServer,
@@ -234,8 +238,8 @@ impl Harness {
             home: home.path().to_path_buf(),
             durability: Durability::Flush,
             sink: sink.clone(),
-            bridge: Arc::new(NoClient),
         });
+        let client = daemon.connect(Arc::new(OneBridge(Arc::new(NoClient))));
         let board = Arc::new(Board::default());
         for (name, mode) in [
             ("sleepy", ExecMode::Parallel),
@@ -249,6 +253,7 @@ impl Harness {
         }
         Harness {
             daemon,
+            client,
             sink,
             board,
             server: ModelServer::start().await,
@@ -260,18 +265,21 @@ impl Harness {
     fn session(&self, limits: Value) -> Arc<Session> {
         let config = self.server.session_config_with(limits);
         self.daemon
-            .new_session(NewSession {
-                workspace_folder: Some(self.root.path().to_path_buf()),
-                title: None,
-                config: Some(config),
-            })
+            .new_session(
+                &self.client,
+                NewSession {
+                    workspace_folder: Some(self.root.path().to_path_buf()),
+                    title: None,
+                    config: Some(config),
+                },
+            )
             .expect("new session")
     }
 
     fn prompt(&self, session: &Session, text: &str) -> (String, Receipt) {
         let (id, rx) = self
             .daemon
-            .prompt(&session.id, text_content(text))
+            .prompt(&self.client, &session.id, text_content(text))
             .expect("prompt");
         (id, Receipt(rx))
     }

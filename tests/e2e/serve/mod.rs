@@ -20,6 +20,7 @@ mod shim_stdout;
 mod slow_window;
 mod socket;
 mod tasks;
+mod two_windows;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -186,6 +186,7 @@ async fn play_sse(socket: &mut TcpStream, steps: &[SseStep], state: &State) {
             SseStep::Delay(duration) => tokio::time::sleep(*duration).await,
             SseStep::Until(offset) => tokio::time::sleep_until(started + *offset).await,
             SseStep::Stall => return wait_for_hangup(socket, state).await,
+            SseStep::AwaitRequests(n) => await_requests(state, *n).await,
             // Returning drops the socket: no terminating chunk is sent.
             SseStep::Drop => return,
         }
@@ -193,6 +194,23 @@ async fn play_sse(socket: &mut TcpStream, steps: &[SseStep], state: &State) {
     let _ = socket.write_all(b"0\r\n\r\n").await;
     let _ = socket.flush().await;
     let _ = socket.shutdown().await;
+}
+
+/// Waits until `n` requests are recorded, or the wait limit passes (the
+/// test then fails on what it asserts, not here).
+async fn await_requests(state: &State, n: usize) {
+    let wait = async {
+        loop {
+            let changed = state.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if lock(&state.requests).len() >= n {
+                return;
+            }
+            changed.await;
+        }
+    };
+    let _ = tokio::time::timeout(super::WAIT_LIMIT, wait).await;
 }
 
 /// Keeps the connection open until the client closes it, then counts it.

@@ -34,6 +34,10 @@ pub enum SseStep {
     Until(Duration),
     /// Stop writing but keep the connection open until the client leaves.
     Stall,
+    /// Wait until the server has recorded this many requests (at most the
+    /// helpers' wait limit): replies that hold until several turns are in
+    /// flight at once.
+    AwaitRequests(usize),
     /// Close the socket without the terminating chunk: for the client, a
     /// body that broke off mid-way.
     Drop,

@@ -68,7 +68,13 @@ local function capabilities()
       },
     },
     window = { workDoneProgress = true },
-    experimental = { tandem = { requestPermission = true, requestUserInput = true } },
+    experimental = {
+      tandem = {
+        requestPermission = true,
+        requestUserInput = true,
+        languageFeatures = require('tandem.language').FEATURES,
+      },
+    },
   })
 end
 

@@ -1,12 +1,14 @@
 -- tandem for Neovim: `setup()`, the commands, the keymaps, and the Lua API.
 -- The parts: config (options), client (the daemon), session (prompts),
 -- chat and updates (the chat buffer), ask (permissions, questions),
--- review (inline review of edits), tasks (keybinding tasks), health.
+-- review (inline review of edits), tasks (keybinding tasks), language
+-- (the user's language servers for the agent), health.
 -- See :help tandem.
 local ask = require('tandem.ask')
 local chat = require('tandem.chat')
 local client = require('tandem.client')
 local config = require('tandem.config')
+local language = require('tandem.language')
 local review = require('tandem.review')
 local session = require('tandem.session')
 local tasks = require('tandem.tasks')
@@ -44,6 +46,9 @@ local handlers = {
     return review.handle(params)
   end,
 }
+for method, handler in pairs(language.handlers) do
+  handlers[method] = handler
+end
 
 local function command(name, fn, opts)
   opts = opts or {}
@@ -91,6 +96,23 @@ local function create_commands()
   command('TandemSessions', function()
     session.pick()
   end, { desc = 'Pick a tandem session and load it into the chat' })
+  command('TandemRename', function(o)
+    session.rename(o.args)
+  end, { nargs = '+', desc = "Rename the chat's tandem session" })
+  command('TandemFork', function(o)
+    if o.args == '' then
+      session.pick_fork()
+    else
+      session.fork(o.args)
+    end
+  end, { nargs = '?', desc = 'Fork the session (before a message id, or pick) and load the fork' })
+  command('TandemLocations', function()
+    local n = require('tandem.trail').to_quickfix(session.id())
+    vim.notify(string.format('tandem: %d location%s in the quickfix list', n, n == 1 and '' or 's'))
+  end, { desc = "Put the last turn's tool locations in the quickfix list" })
+  command('TandemRewind', function()
+    require('tandem.rewind').pick()
+  end, { desc = 'Rewind files and/or the conversation to before a message' })
   command('TandemMcp', function()
     require('tandem.mcp').show()
   end, { desc = "List the session's MCP servers and their tools" })
@@ -174,6 +196,21 @@ local function create_autocmds()
     desc = 'tandem: attach workspace files to the daemon so it reads unsaved edits',
     callback = function(args)
       client.attach(args.buf)
+    end,
+  })
+  vim.api.nvim_create_autocmd('DiagnosticChanged', {
+    group = group,
+    desc = "tandem: tell the daemon the buffer's diagnostics, so it can check its edits",
+    callback = function(args)
+      language.report(args.buf)
+    end,
+  })
+  vim.api.nvim_create_autocmd('User', {
+    group = group,
+    pattern = 'TandemReady',
+    desc = 'tandem: tell the daemon the diagnostics the buffers already have',
+    callback = function()
+      language.report_all()
     end,
   })
   vim.api.nvim_create_autocmd('VimLeavePre', {

@@ -159,7 +159,58 @@ function M.pick(on_loaded)
   end)
 end
 
+--- Renames the chat's session (`tandem/renameSession`).
+function M.rename(title)
+  if not state.id then
+    vim.notify('tandem: no session yet (send a prompt, or :TandemSessions)', vim.log.levels.WARN)
+    return
+  end
+  client.request('tandem/renameSession', { sessionId = state.id, title = title }, function(err, result)
+    if err then
+      return report(err)
+    end
+    vim.notify('tandem: session renamed "' .. result.title .. '"', vim.log.levels.INFO)
+  end)
+end
+
+--- Forks the chat's session before user message `message_id` (the whole
+--- session when nil) and loads the fork into the chat; `on_loaded(id)`.
+function M.fork(message_id, on_loaded)
+  if not state.id then
+    vim.notify('tandem: no session to fork', vim.log.levels.WARN)
+    return
+  end
+  local params = { sessionId = state.id, messageId = message_id }
+  client.request('tandem/forkSession', params, function(err, result)
+    if err then
+      return report(err)
+    end
+    M.load(result.sessionId, on_loaded)
+  end)
+end
+
+--- Picks where to fork with vim.ui.select: the whole session, or before
+--- one of its prompts.
+function M.pick_fork(on_loaded)
+  local items = { { text = '(the whole session)' } }
+  for _, m in ipairs(require('tandem.trail').messages[state.id or ''] or {}) do
+    table.insert(items, { id = m.id, text = 'before "' .. m.text .. '" (' .. m.id .. ')' })
+  end
+  vim.ui.select(items, {
+    prompt = 'fork the tandem session',
+    kind = 'tandem.fork',
+    format_item = function(item)
+      return item.text
+    end,
+  }, function(choice)
+    if choice then
+      M.fork(choice.id, on_loaded)
+    end
+  end)
+end
+
 function M.load(id, on_loaded)
+  require('tandem.trail').forget(id)
   chat.clear()
   chat.show(false)
   require('tandem.models').reset()

@@ -7,6 +7,9 @@ local M = {}
 --- Sessions whose history is being replayed (`tandem/loadSession`).
 M.replaying = {}
 
+--- Each session's user messages, in order: `{id, text}` (for `:TandemRewind`).
+M.messages = {}
+
 --- What the statusline shows.
 M.status = { mode = nil, running = false, tokens = 0 }
 
@@ -115,6 +118,20 @@ function renderers.user_message(update, params)
   end
   table.insert(lines, '')
   chat.block(key('user', params, update.messageId or tostring(vim.uv.hrtime())), lines)
+  if update.messageId and params.sessionId then
+    local list = M.messages[params.sessionId] or {}
+    M.messages[params.sessionId] = list
+    if
+      not vim.tbl_contains(
+        vim.tbl_map(function(m)
+          return m.id
+        end, list),
+        update.messageId
+      )
+    then
+      table.insert(list, { id = update.messageId, text = heading[1] or '' })
+    end
+  end
 end
 
 -- Whether the text streaming now is the model's reasoning (shown quoted).
@@ -237,6 +254,7 @@ function M.handle(params)
   if thinking and update.sessionUpdate ~= 'agent_thought_chunk' and update.sessionUpdate ~= 'agent_message_chunk' then
     thinking = false
   end
+  require('tandem.trail').note(params)
   local render = renderers[update.sessionUpdate]
   if render then
     render(update, params)

@@ -18,7 +18,8 @@ export type FromWebview =
   | { type: 'openSession' }
   | { type: 'permission'; requestId: string; optionId: PermissionOptionId | 'cancelled' }
   | { type: 'answer'; requestId: string; answers: Record<string, string> | null }
-  | { type: 'proposal'; toolCallId: string; action: 'accept' | 'reject' | 'preview' | 'diff' };
+  | { type: 'proposal'; toolCallId: string; action: 'accept' | 'reject' | 'preview' | 'diff' }
+  | { type: 'restoreCheckpoint'; messageId: string };
 
 /** Extension -> webview. */
 export type ToWebview =

@@ -16,7 +16,7 @@ import type {
 import { applyModelUpdate, applyUsageContext } from './models';
 
 export type Item =
-  | { kind: 'user'; rev: number; turnId?: string; text: string; attachments: string[] }
+  | { kind: 'user'; rev: number; turnId?: string; messageId?: string; text: string; attachments: string[] }
   | { kind: 'agent'; rev: number; turnId?: string; text: string }
   | { kind: 'thought'; rev: number; turnId?: string; text: string }
   | {
@@ -165,9 +165,10 @@ function applyUpdate(t: Transcript, e: UpdateEvent): void {
       const last = t.items[t.items.length - 1];
       if (last && last.kind === 'user' && last.turnId === undefined && last.text === text) {
         last.turnId = turnId;
+        last.messageId = u.messageId;
         touch(t, last);
       } else {
-        push(t, { kind: 'user', rev: 0, turnId, text, attachments });
+        push(t, { kind: 'user', rev: 0, turnId, messageId: u.messageId, text, attachments });
       }
       t.running = true;
       break;

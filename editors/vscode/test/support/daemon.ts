@@ -130,7 +130,8 @@ export class Daemon {
           applyEdit: true,
           workspaceEdit: { documentChanges: true, resourceOperations: ['create', 'rename', 'delete'], changeAnnotationSupport: { groupsOnLabel: true } },
         },
-        experimental: { tandem: { ...ext.TANDEM_EXPERIMENTAL_CAPABILITIES } },
+        // The protocol tests answer no language requests (test/language.test.ts does).
+        experimental: { tandem: { requestPermission: true, requestUserInput: true } },
       },
     })) as { capabilities: Record<string, unknown> };
     void d.conn.sendNotification('initialized', {});

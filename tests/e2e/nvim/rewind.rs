@@ -1,0 +1,87 @@
+//! `:TandemRewind`: a message picked with vim.ui.select, the summary of
+//! what a rewind would do, then the choice; files and conversation back.
+
+use serde_json::json;
+
+use super::harness::{config, run, user_text, Workspace};
+use crate::support::model_server::{openai, ModelServer};
+
+#[tokio::test]
+async fn tandem_rewind_picks_a_message_shows_the_files_and_rewinds_files_and_conversation() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    let ws = Workspace::new();
+    ws.write("notes.txt", "before\n");
+    server.push(openai::text(["Hello."]));
+    let patch = "*** Begin Patch\n*** Update File: notes.txt\n@@\n-before\n+after\n*** End Patch";
+    let args = json!({ "input": patch }).to_string();
+    server.push(openai::tool_calls(&[("call_1", "apply_patch", &args)]));
+    server.push(openai::text(["Patched."]));
+    server.push(openai::text(["Again."]));
+    let got = run(
+        &ws,
+        &config(&server, "auto"),
+        r#"
+T.setup()
+vim.cmd('TandemPrompt say hello')
+T.turn(1)
+vim.cmd('TandemPrompt patch the notes')
+T.turn(2)
+T.put('patched', table.concat(vim.fn.readfile(T.path('notes.txt')), '\n'))
+local asked = {}
+vim.ui.select = function(items, opts, on_choice)
+  local shown = vim.tbl_map(opts.format_item, items)
+  table.insert(asked, { kind = opts.kind, items = shown })
+  if opts.kind == 'tandem.rewind.message' then
+    for i, text in ipairs(shown) do
+      if text:find('patch the notes', 1, true) then
+        return on_choice(items[i])
+      end
+    end
+  else
+    T.put('summary', T.lines(vim.fn.bufnr('tandem://rewind')))
+    return on_choice(items[1])
+  end
+end
+local n = #T.events
+vim.cmd('TandemRewind')
+local rewound = T.event('TandemRewound', n)
+T.put('asked', asked)
+T.put('result', rewound.data)
+T.put('after', table.concat(vim.fn.readfile(T.path('notes.txt')), '\n'))
+T.put('final', T.lines(vim.fn.bufnr('tandem://rewind')))
+vim.cmd('TandemPrompt next try')
+T.turn(3)
+"#,
+    )
+    .await;
+    assert_eq!(got.get("patched"), "after");
+    let asked = got.get("asked").as_array().unwrap();
+    assert_eq!(asked[0]["kind"], "tandem.rewind.message");
+    assert_eq!(asked[0]["items"], json!(["say hello", "patch the notes"]));
+    assert_eq!(asked[1]["kind"], "tandem.rewind.what");
+    assert_eq!(
+        asked[1]["items"],
+        json!(["Files and conversation", "Files only", "Conversation only"])
+    );
+    let summary = got.lines("summary").join("\n");
+    assert!(summary.contains("would:"), "{summary}");
+    assert!(summary.contains("notes.txt: restore"), "{summary}");
+    assert_eq!(got.get("after"), "before");
+    assert_eq!(got.get("result")["conversation"], true);
+    let final_summary = got.lines("final").join("\n");
+    assert!(
+        final_summary.contains("notes.txt: restored"),
+        "{final_summary}"
+    );
+    // The next request ends before the rewound message.
+    let requests = server.requests();
+    let last = user_text(requests.last().unwrap());
+    assert!(
+        last.contains("say hello") && last.contains("next try"),
+        "{last}"
+    );
+    assert!(!last.contains("patch the notes"), "{last}");
+}
