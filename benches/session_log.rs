@@ -176,6 +176,7 @@ fn realistic_events() -> Vec<Event> {
                 turn: usage,
                 session: usage,
                 cost: None,
+                context: None,
             });
             if !last {
                 events.push(Event::ToolCall {

@@ -19,6 +19,7 @@ pub mod budget;
 pub mod checkpoints;
 pub mod instructions;
 pub mod mcp_servers;
+pub mod models;
 pub mod sandbox;
 pub mod tasks;
 
@@ -41,6 +42,10 @@ pub struct ModelConfig {
     pub context_window: u64,
     /// Output cap per call; 0 lets the server decide (Anthropic: 8192).
     pub max_output_tokens: u32,
+    /// The reasoning efforts the model accepts (`low`, `medium`, ...);
+    /// the first is in force until the user picks another. Empty: none
+    /// is sent.
+    pub efforts: Vec<String>,
     /// Whether the model reads images; a prompt with an image for a model
     /// configured `false` is refused before any call.
     pub vision: bool,
@@ -55,6 +60,7 @@ impl Default for ModelConfig {
             api_key_env: "OPENAI_API_KEY".to_string(),
             context_window: 128_000,
             max_output_tokens: 0,
+            efforts: Vec::new(),
             vision: true,
         }
     }
@@ -244,6 +250,9 @@ impl ServeConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub model: ModelConfig,
+    /// `[models.<id>]`: the other models a session can switch to
+    /// (config/models.rs); `[model]` is the one named `default`.
+    pub models: std::collections::BTreeMap<String, ModelConfig>,
     pub limits: LimitsConfig,
     pub approval: ApprovalConfig,
     pub tools: ToolsConfig,
@@ -484,6 +493,12 @@ impl ConfigBuilder {
                 config.model.api_key_env = "ANTHROPIC_API_KEY".to_string();
             }
         }
+        models::settle(&mut config, self.explicit.get("models")).map_err(|message| {
+            ConfigError::Invalid {
+                origin: "merged configuration".to_string(),
+                message,
+            }
+        })?;
         Ok(config)
     }
 

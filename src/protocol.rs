@@ -96,6 +96,58 @@ pub struct NewSessionResult {
     /// general first.
     #[serde(default)]
     pub instructions: Vec<InstructionFileInfo>,
+    /// The model and effort in force, and the models to switch to.
+    #[serde(flatten)]
+    pub model_state: ModelState,
+}
+
+/// A model a session can switch to (`[model]` is `default`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireModel {
+    pub id: String,
+    /// The name sent to the model server.
+    pub name: String,
+    /// The reasoning efforts it accepts; empty: none.
+    #[serde(default)]
+    pub efforts: Vec<String>,
+    pub context_window: u64,
+}
+
+/// The model and effort a session's next request uses, and the models
+/// it can switch to: in `tandem/newSession`, `tandem/loadSession`,
+/// `tandem/attached` and `tandem/setModel` answers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelState {
+    /// The id of the model in force.
+    #[serde(default)]
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    #[serde(default)]
+    pub models: Vec<WireModel>,
+}
+
+/// `tandem/setModel` params; the result is the [`ModelState`] after it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SetModelParams {
+    pub session_id: String,
+    /// A model id of the session's `models`.
+    pub model: String,
+    /// One of that model's efforts; absent: the current one when the
+    /// model stays, else the model's first.
+    #[serde(default)]
+    pub effort: Option<String>,
+}
+
+/// How much of the model's context is in use, in tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireContext {
+    pub used: u64,
+    /// The model's context window.
+    pub size: u64,
 }
 
 /// An instruction file in force: `tandem/newSession`'s `instructions`,
@@ -205,6 +257,9 @@ pub struct LoadSessionResult {
     /// The instruction files the model was last given.
     #[serde(default)]
     pub instructions: Vec<InstructionFileInfo>,
+    /// The model and effort in force after the replay.
+    #[serde(flatten)]
+    pub model_state: ModelState,
 }
 
 /// `tandem/setMode` params and result.
@@ -357,6 +412,17 @@ pub enum SessionUpdate {
         call: Option<WireUsage>,
         turn: WireUsage,
         session: WireUsage,
+        /// The context in use after the call, and the window.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context: Option<WireContext>,
+    },
+    /// The model (and effort) of the session's next requests changed.
+    #[serde(rename_all = "camelCase")]
+    CurrentModelUpdate {
+        model_id: String,
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        effort: Option<String>,
     },
     #[serde(rename_all = "camelCase")]
     TurnEnd {
@@ -553,6 +619,9 @@ pub struct AttachedParams {
     /// its answer's `_meta.tandem.instructions`).
     #[serde(default)]
     pub instructions: Vec<InstructionFileInfo>,
+    /// The model and effort in force (the ACP shim's config options).
+    #[serde(flatten)]
+    pub model_state: ModelState,
 }
 
 /// `tandem/respond` params (serve only): a client's answer to one of the

@@ -350,7 +350,8 @@ impl Daemon {
             Some(_) => header.workspace.clone(),
             None => Vec::new(),
         };
-        let (workspace, roots) = match workspace_for(client, header.workspace_folder.clone(), extra) {
+        let (workspace, roots) = match workspace_for(client, header.workspace_folder.clone(), extra)
+        {
             (_, roots) if roots.is_empty() => {
                 let ws = Arc::new(Workspace::new(header.workspace.clone()));
                 let roots = ws.roots();
@@ -431,7 +432,6 @@ impl Daemon {
 
     /// Builds a session's environment and spawns its task.
     fn start(&self, session: Arc<Session>, workspace: Arc<Workspace>, projection: Projection) {
-        let provider = crate::provider::from_config(&session.config.model);
         let mut admission: Vec<Arc<dyn AdmissionHook>> = Vec::new();
         if session.config.limits.max_input_chars > 0 {
             admission.push(Arc::new(MaxInputChars(
@@ -473,7 +473,7 @@ impl Daemon {
             .unwrap_or_else(|e| e.into_inner())
             .insert(session.id.clone(), Arc::downgrade(&mcp));
         let env = SessionEnv {
-            provider,
+            providers: Default::default(),
             tools,
             workspace,
             admission,
@@ -630,9 +630,11 @@ fn admit_session_images(
     session: &Session,
     content: Vec<UserContent>,
 ) -> Result<Vec<UserContent>, DaemonError> {
+    // The model in force (a session may have switched from `[model]`).
+    let model = session.model().config;
     let policy = crate::core::images::ImagePolicy {
-        model: session.config.model.name.clone(),
-        vision: session.config.model.vision,
+        model: model.name,
+        vision: model.vision,
         max_bytes: session.config.limits.max_image_bytes,
     };
     let dir = crate::core::images::images_dir(session.log.path());

@@ -16,6 +16,7 @@ pub mod log;
 pub mod output_budget;
 pub mod projection;
 pub mod session;
+pub mod session_model;
 pub mod spend;
 pub mod tasks;
 pub mod title;

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::client::Client;
 use super::instructions::{InstructionSources, SessionInstructions};
 use super::log::SessionLog;
+use super::session_model::{ModelChoice, ModelError};
 use crate::config::Config;
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::event::{Event, InputQueue, StopReason, TurnId, Usage, UserContent};
@@ -111,12 +112,17 @@ pub struct Session {
     approvals: Mutex<Approvals>,
     /// Usage of the turns before this daemon loaded the session.
     restored_usage: Mutex<Usage>,
+    /// The session's cost before this daemon loaded it (its last
+    /// `usage_update`'s), when a call had a price.
+    restored_cost: Mutex<Option<f64>>,
     /// The running turn's title, when the prompt that opened it had one.
     turn_title: Mutex<Option<(TurnId, String)>>,
     /// The session's title (`title_changed`, else the log header's).
     title: Mutex<Option<String>>,
     /// The instruction files in force and their reader.
     instructions: Mutex<SessionInstructions>,
+    /// The model the next request uses (`model_changed`).
+    model: Mutex<ModelChoice>,
     /// The prior content of the files its turns change (rewind).
     pub checkpoints: Arc<crate::core::checkpoints::SessionCheckpoints>,
 }
@@ -155,9 +161,11 @@ impl Session {
                 ..Approvals::default()
             }),
             restored_usage: Mutex::new(Usage::default()),
+            restored_cost: Mutex::new(None),
             turn_title: Mutex::new(None),
             title: Mutex::new(None),
             instructions: Mutex::new(SessionInstructions::default()),
+            model: Mutex::new(ModelChoice::initial(&config)),
             config,
         }
     }
@@ -398,6 +406,10 @@ impl Session {
                     usage.add(u)
                 }
                 Event::ModeChanged { mode } => approvals.mode = *mode,
+                Event::ModelChanged { .. } => self.restore_model(&logged.event),
+                Event::UsageUpdate { cost: Some(c), .. } => {
+                    *self.restored_cost.lock().unwrap_or_else(|e| e.into_inner()) = Some(c.session)
+                }
                 Event::TitleChanged { title, .. } => {
                     *self.title.lock().unwrap_or_else(|e| e.into_inner()) = Some(title.clone())
                 }
@@ -424,6 +436,11 @@ impl Session {
             .restored_usage
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = usage;
+    }
+
+    /// The cost of the session's calls before this daemon loaded it.
+    pub fn restored_cost(&self) -> Option<f64> {
+        *self.restored_cost.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Usage of the session's turns before this daemon loaded it.
@@ -455,6 +472,29 @@ impl Session {
             .unwrap_or_else(|e| e.into_inner())
             .mode = mode;
         self.log.append(Event::ModeChanged { mode });
+    }
+
+    /// The model (and effort) the session's next request uses.
+    pub fn model(&self) -> ModelChoice {
+        self.model.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Switches the model of the next request (a running turn finishes
+    /// its step on the one it has); logged. Refused, changing nothing,
+    /// when the configuration has no such model or effort.
+    pub fn set_model(&self, id: &str, effort: Option<&str>) -> Result<ModelChoice, ModelError> {
+        let mut current = self.model.lock().unwrap_or_else(|e| e.into_inner());
+        let choice = ModelChoice::resolve(&self.config, &current, id, effort)?;
+        self.log.append(choice.event());
+        *current = choice.clone();
+        Ok(choice)
+    }
+
+    fn restore_model(&self, event: &Event) {
+        let mut current = self.model.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(choice) = ModelChoice::restored(&self.config, &current, event) {
+            *current = choice;
+        }
     }
 
     /// Remembers an `allow_always` or `reject_always` answer.

@@ -12,6 +12,7 @@ pub(crate) mod jsonrpc_body;
 pub mod lsp;
 pub mod mcp_servers;
 mod memory;
+pub mod models;
 pub use self::memory::use_one_heap;
 pub(crate) mod rewind;
 mod sandbox_info;

@@ -264,12 +264,15 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             turn,
             session,
             cost,
+            context,
             ..
         } => SessionUpdate::Usage {
             call: Some(priced(call, cost.map(|c| c.call))),
             turn: priced(turn, cost.map(|c| c.turn)),
             session: priced(session, cost.map(|c| c.session)),
+            context: context.map(crate::frontend::models::wire_context),
         },
+        Event::ModelChanged { .. } => crate::frontend::models::model_update(event)?,
         Event::TurnEnd {
             stop_reason,
             message,

@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::body::BodyParts;
 use super::cached;
 use super::http::{self, SseDecoder, SseEvent};
+use super::thinking::{self, ThinkingParam};
 use super::{
     Completion, ErrorKind, ModelMessage, ModelRequest, Provider, ProviderError, ProviderStream,
     StreamEvent, ToolSpec,
@@ -40,6 +41,8 @@ pub struct AnthropicProvider {
     model: String,
     api_key_env: String,
     default_max_tokens: u32,
+    /// `thinking.budget_tokens`, when the session's effort asks for one.
+    thinking_budget: Option<u32>,
 }
 
 impl AnthropicProvider {
@@ -54,7 +57,15 @@ impl AnthropicProvider {
             } else {
                 DEFAULT_MAX_TOKENS
             },
+            thinking_budget: None,
         }
+    }
+
+    /// The same endpoint thinking with the budget of `effort` (see
+    /// [`thinking`](super::thinking)).
+    pub fn with_effort(mut self, effort: Option<&str>) -> Self {
+        self.thinking_budget = thinking::budget_of(effort);
+        self
     }
 
     pub(super) fn headers(&self) -> HeaderMap {
@@ -83,6 +94,7 @@ impl AnthropicProvider {
     /// the ones not cached yet), borrowed, not copied.
     fn body_parts<'a>(&self, request: ModelRequest<'a>) -> BodyParts<'a> {
         let max_tokens = request.max_output_tokens.unwrap_or(self.default_max_tokens);
+        let (max_tokens, thinking) = thinking::output_limits(self.thinking_budget, max_tokens);
         let frame = MessagesRequest {
             model: &self.model,
             max_tokens,
@@ -90,6 +102,7 @@ impl AnthropicProvider {
             messages: Vec::new(),
             tools: request.tools.iter().map(Tool::from).collect(),
             stream: true,
+            thinking,
         };
         let frame = serde_json::to_vec(&frame).expect("a request body serializes");
         let (head, tail) = cached::split_frame(&frame);
@@ -129,8 +142,12 @@ impl Provider for AnthropicProvider {
 
     fn request_body_from_scratch(&self, request: ModelRequest<'_>) -> Vec<u8> {
         let max_tokens = request.max_output_tokens.unwrap_or(self.default_max_tokens);
-        serde_json::to_vec(&MessagesRequest::new(&self.model, request, max_tokens))
-            .expect("a request body serializes")
+        let (max_tokens, thinking) = thinking::output_limits(self.thinking_budget, max_tokens);
+        serde_json::to_vec(&MessagesRequest {
+            thinking,
+            ..MessagesRequest::new(&self.model, request, max_tokens)
+        })
+        .expect("a request body serializes")
     }
 
     async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError> {
@@ -155,6 +172,8 @@ struct MessagesRequest<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
     stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<ThinkingParam>,
 }
 
 #[derive(Serialize)]
@@ -211,6 +230,7 @@ impl<'a> MessagesRequest<'a> {
             messages: conversation(messages),
             tools: request.tools.iter().map(Tool::from).collect(),
             stream: true,
+            thinking: None,
         }
     }
 }
@@ -724,77 +744,5 @@ fn stream_error(error: &ApiError) -> ProviderError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn malformed_tool_arguments_are_sent_as_an_empty_object() {
-        let call = |arguments: &str| ToolCallRequest {
-            id: "t".into(),
-            name: "grep".into(),
-            arguments: arguments.into(),
-        };
-        let input = |arguments: &str| match tool_use_block(&call(arguments)) {
-            Block::ToolUse { input, .. } => input,
-            _ => unreachable!(),
-        };
-        assert_eq!(input(r#"{"pattern":"x"}"#), json!({"pattern": "x"}));
-        assert_eq!(input(r#"{"pattern":"#), json!({}));
-        assert_eq!(input(r#"[1]"#), json!({}));
-        assert_eq!(input(""), json!({}));
-    }
-
-    #[test]
-    fn unsigned_thinking_and_empty_text_are_not_sent() {
-        let messages = [
-            ModelMessage::user("q"),
-            ModelMessage::Assistant {
-                text: String::new(),
-                thinking: Some(Thinking {
-                    text: "from another provider".into(),
-                    signature: None,
-                }),
-                tool_calls: vec![],
-            },
-            ModelMessage::user("again"),
-        ];
-        let body = serde_json::to_value(conversation(messages.iter())).unwrap();
-        assert_eq!(
-            body,
-            json!([{"role": "user", "content": [
-                {"type": "text", "text": "q"},
-                {"type": "text", "text": "again"}
-            ]}])
-        );
-    }
-
-    #[test]
-    fn stream_errors_are_classified_by_type() {
-        let kind = |kind: &str, message: &str| {
-            stream_error(&ApiError {
-                kind: kind.into(),
-                message: message.into(),
-            })
-            .kind
-        };
-        assert_eq!(
-            kind("overloaded_error", "Overloaded"),
-            ErrorKind::Overloaded
-        );
-        assert_eq!(kind("rate_limit_error", "slow"), ErrorKind::RateLimited);
-        assert_eq!(kind("authentication_error", "bad key"), ErrorKind::Auth);
-        assert_eq!(kind("permission_error", "no"), ErrorKind::Auth);
-        assert_eq!(
-            kind(
-                "invalid_request_error",
-                "prompt is too long: 210000 tokens > 200000 maximum"
-            ),
-            ErrorKind::ContextOverflow
-        );
-        assert_eq!(
-            kind("invalid_request_error", "bad field"),
-            ErrorKind::BadRequest
-        );
-    }
-}
+#[path = "anthropic_tests.rs"]
+mod tests;

@@ -17,6 +17,7 @@ mod http;
 mod images;
 pub mod models;
 pub mod openai;
+mod thinking;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -214,8 +215,16 @@ pub trait Provider: Send + Sync {
 
 /// The provider a model configuration asks for.
 pub fn from_config(config: &ModelConfig) -> Arc<dyn Provider> {
+    for_model(config, None)
+}
+
+/// The provider of a model at a reasoning effort: OpenAI-compatible
+/// servers get `reasoning_effort`, Anthropic a `thinking` budget.
+pub fn for_model(config: &ModelConfig, effort: Option<&str>) -> Arc<dyn Provider> {
     match config.provider {
-        ProviderKind::Openai => Arc::new(openai::OpenAiProvider::new(config)),
-        ProviderKind::Anthropic => Arc::new(anthropic::AnthropicProvider::new(config)),
+        ProviderKind::Openai => Arc::new(openai::OpenAiProvider::new(config).with_effort(effort)),
+        ProviderKind::Anthropic => {
+            Arc::new(anthropic::AnthropicProvider::new(config).with_effort(effort))
+        }
     }
 }

@@ -33,6 +33,8 @@ pub struct OpenAiProvider {
     api_key_env: String,
     /// Fallback output cap when a request sets none (0 = server decides).
     default_max_tokens: u32,
+    /// Sent as `reasoning_effort`, when the session picked one.
+    reasoning_effort: Option<String>,
 }
 
 impl OpenAiProvider {
@@ -43,6 +45,24 @@ impl OpenAiProvider {
             model: config.name.clone(),
             api_key_env: config.api_key_env.clone(),
             default_max_tokens: config.max_output_tokens,
+            reasoning_effort: None,
+        }
+    }
+
+    /// The same endpoint asking for `effort` as `reasoning_effort`.
+    pub fn with_effort(mut self, effort: Option<&str>) -> Self {
+        self.reasoning_effort = effort.map(str::to_string);
+        self
+    }
+
+    fn chat_request<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+        max_tokens: Option<u32>,
+    ) -> ChatRequest<'a> {
+        ChatRequest {
+            reasoning_effort: self.reasoning_effort.as_deref(),
+            ..ChatRequest::new(&self.model, request, max_tokens)
         }
     }
 
@@ -79,7 +99,7 @@ impl OpenAiProvider {
             messages: &[],
             ..request
         };
-        let frame = serde_json::to_vec(&ChatRequest::new(&self.model, no_messages, max_tokens))
+        let frame = serde_json::to_vec(&self.chat_request(no_messages, max_tokens))
             .expect("a request body serializes");
         let (head, tail) = cached::split_frame(&frame);
         let mut body = BodyParts::with_capacity(2 * request.messages.len() + 2);
@@ -114,12 +134,8 @@ impl Provider for OpenAiProvider {
     }
 
     fn request_body_from_scratch(&self, request: ModelRequest<'_>) -> Vec<u8> {
-        serde_json::to_vec(&ChatRequest::new(
-            &self.model,
-            request,
-            self.max_tokens(request),
-        ))
-        .expect("a request body serializes")
+        serde_json::to_vec(&self.chat_request(request, self.max_tokens(request)))
+            .expect("a request body serializes")
     }
 
     async fn stream(&self, request: ModelRequest<'_>) -> Result<ProviderStream, ProviderError> {
@@ -144,6 +160,8 @@ struct ChatRequest<'a> {
     tools: Vec<ChatTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -220,6 +238,7 @@ impl<'a> ChatRequest<'a> {
                 })
                 .collect(),
             max_tokens,
+            reasoning_effort: None,
         }
     }
 }

@@ -407,6 +407,10 @@ pub enum Event {
         session: Usage,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost: Option<Cost>,
+        /// How much of the model's context is in use after the call
+        /// (absent in logs written before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context: Option<ContextUse>,
     },
     TurnEnd {
         turn_id: TurnId,
@@ -485,6 +489,16 @@ pub enum Event {
         /// attached file, else the last one a turn had), absolute.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         about: Option<String>,
+    },
+    // Issue 29 (models and effort per session) adds from here.
+    /// The session's next model requests use model `model` (`default` is
+    /// `[model]`, else a `[models.<id>]`), `name` on the wire, at
+    /// `effort` (none: no effort is sent).
+    ModelChanged {
+        model: String,
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        effort: Option<String>,
     },
     // Context overflow that compaction cannot fix (issue 28).
     /// After the provider said the request does not fit its context, the
@@ -572,6 +586,14 @@ pub struct FileDiff {
     pub new_text: String,
 }
 
+/// Tokens in the model's context and the size of its window: after a call,
+/// its input and output; after a compaction, the estimate of what is left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextUse {
+    pub used: u64,
+    pub size: u64,
+}
+
 /// The id of the model's answer in one step's attempt.
 fn agent_message_id(turn_id: &str, step: u32, attempt: u32) -> String {
     format!("{turn_id}-{step}-{attempt}")
@@ -626,6 +648,7 @@ impl Event {
             Event::InputQueued { .. }
             | Event::InputDiscarded { .. }
             | Event::ModeChanged { .. }
+            | Event::ModelChanged { .. }
             | Event::TitleChanged { .. }
             | Event::Checkpoint { .. }
             | Event::CheckpointEnd { .. }
@@ -678,6 +701,7 @@ impl Event {
                 | Event::UserMessage { .. }
                 | Event::ApprovalDecided { .. }
                 | Event::ModeChanged { .. }
+                | Event::ModelChanged { .. }
                 | Event::TitleChanged { .. }
                 | Event::Compacted { .. }
                 | Event::TurnEnd { .. }

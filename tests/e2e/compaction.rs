@@ -119,6 +119,17 @@ async fn a_summary_replaces_the_oldest_history_in_the_next_request() {
         .find(|u| u["update"]["sessionUpdate"] == "context_compacted")
         .expect("a context_compacted update");
     assert_eq!(compacted["update"]["summarized"], true);
+    // Right after it, a usage update: the context in use has dropped below
+    // the 80% of the window that set the compaction off.
+    let at = updates
+        .iter()
+        .position(|u| u["update"]["sessionUpdate"] == "context_compacted")
+        .unwrap();
+    let after = &updates[at + 1]["update"];
+    assert_eq!(after["sessionUpdate"], "usage", "{after}");
+    assert_eq!(after["context"]["size"], 1000);
+    let used = after["context"]["used"].as_u64().unwrap();
+    assert!(used > 0 && used < 800, "{after}");
     // The original events stay in the log.
     let log = editor.log_lines(&session);
     assert!(log

@@ -30,6 +30,7 @@ mod loop_wire;
 mod lsp_wire;
 mod mcp;
 mod message_ids;
+mod models;
 mod nvim;
 mod provider_anthropic;
 mod provider_openai;

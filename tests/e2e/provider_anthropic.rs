@@ -391,3 +391,28 @@ async fn from_config_builds_the_configured_provider() {
     assert_eq!(openai_provider.name(), "openai");
     assert_eq!(openai_provider.model(), MODEL_NAME);
 }
+
+#[tokio::test]
+async fn an_effort_asks_for_thinking_with_its_budget_and_room_above_it() {
+    let server = ModelServer::start().await;
+    let config = server.model_config(ProviderKind::Anthropic);
+    let thinking = AnthropicProvider::new(&config).with_effort(Some("medium"));
+    server.push(anthropic::text(["a"]));
+    call(&thinking, &user("x")).await.completion();
+    let none = AnthropicProvider::new(&config).with_effort(Some("none"));
+    server.push(anthropic::text(["b"]));
+    call(&none, &user("x")).await.completion();
+
+    let requests = server.wait_for_requests(2).await;
+    assert_eq!(
+        requests[0].body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 8192})
+    );
+    assert_eq!(
+        requests[0].body["max_tokens"],
+        8192 + DEFAULT_MAX_TOKENS,
+        "max_tokens must exceed the budget"
+    );
+    assert!(requests[1].body.get("thinking").is_none());
+    assert_eq!(requests[1].body["max_tokens"], DEFAULT_MAX_TOKENS);
+}

@@ -84,6 +84,14 @@ export class Ctx implements vscode.Disposable {
     if (this.client?.isRunning()) this.setStatus('running');
   }
 
+  /** The chat session's model (name sent to the server), for the status bar. */
+  modelName: string | undefined;
+
+  setModelName(name: string | undefined): void {
+    this.modelName = name;
+    if (this.client?.isRunning()) this.setStatus('running');
+  }
+
   private config(): vscode.WorkspaceConfiguration {
     return vscode.workspace.getConfiguration('tandem');
   }
@@ -203,7 +211,7 @@ export class Ctx implements vscode.Disposable {
   }
 
   private setStatus(state: 'stopped' | 'starting' | 'running' | 'error', detail?: string): void {
-    const model = userSet(this.config().inspect<string>('model.name'));
+    const model = this.modelName ?? userSet(this.config().inspect<string>('model.name'));
     const mode = this.mode ?? userSet(this.config().inspect<string>('approvalMode')) ?? 'review';
     switch (state) {
       case 'stopped':

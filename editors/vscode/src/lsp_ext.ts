@@ -32,7 +32,11 @@ export type StopReason =
 export interface NewSessionParams { workspaceFolder?: string; title?: string; config?: Record<string, unknown> }
 /** An instruction file (`AGENTS.md`) the model is given; protocol.md "Project instructions". */
 export interface InstructionFile { path: string; bytes: number; sha256: string; includedBytes?: number }
-export interface NewSessionResult { sessionId: string; mode: ApprovalMode; instructions: InstructionFile[] }
+/** A model a session can switch to (`default` is `[model]`); protocol.md `tandem/setModel`. */
+export interface WireModel { id: string; name: string; efforts: string[]; contextWindow: number }
+/** The model and effort in force, and the models to switch to. */
+export interface ModelState { model: string; effort?: string; models: WireModel[] }
+export interface NewSessionResult extends ModelState { sessionId: string; mode: ApprovalMode; instructions: InstructionFile[] }
 export const newSession = new RequestType<NewSessionParams, NewSessionResult, void>('tandem/newSession');
 
 export interface PromptParams { sessionId: string; prompt: ContentBlock[] }
@@ -47,6 +51,9 @@ export const cancel = new NotificationType<CancelParams>('tandem/cancel');
 
 export interface SetModeParams { sessionId: string; mode: ApprovalMode }
 export const setMode = new RequestType<SetModeParams, { mode: ApprovalMode }, void>('tandem/setMode');
+
+export interface SetModelParams { sessionId: string; model: string; effort?: string }
+export const setModel = new RequestType<SetModelParams, ModelState, void>('tandem/setModel');
 
 export interface SessionSummary {
   sessionId: string;
@@ -97,7 +104,7 @@ export interface RewindFile { path: string; status: RewindStatus; diff?: string;
 export interface RewindResult { rewindId?: string; files: RewindFile[]; conversation: boolean }
 export const rewind = new RequestType<RewindParams, RewindResult, void>('tandem/rewind');
 
-export const loadSession = new RequestType<{ sessionId: string }, { sessionId: string; replayed: number; mode: ApprovalMode; instructions: InstructionFile[] }, void>(
+export const loadSession = new RequestType<{ sessionId: string }, ModelState & { sessionId: string; replayed: number; mode: ApprovalMode; instructions: InstructionFile[] }, void>(
   'tandem/loadSession',
 );
 
@@ -154,7 +161,8 @@ export type SessionUpdate =
   | { sessionUpdate: 'context_compacted'; removedMessages: number; summarized: boolean }
   | { sessionUpdate: 'current_mode_update'; currentModeId: ApprovalMode }
   | { sessionUpdate: 'session_info'; title: string }
-  | { sessionUpdate: 'usage'; call: Usage; turn: Usage; session: Usage }
+  | { sessionUpdate: 'current_model_update'; modelId: string; name: string; effort?: string }
+  | { sessionUpdate: 'usage'; call: Usage; turn: Usage; session: Usage; context?: { used: number; size: number } }
   | { sessionUpdate: 'turn_end'; stopReason: StopReason; message?: string; usage: Usage };
 
 export interface UpdateParams { sessionId: string; turnId?: string; update: SessionUpdate }

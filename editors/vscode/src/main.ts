@@ -48,6 +48,9 @@ export function activate(extCtx: vscode.ExtensionContext): void {
       case 'setMode':
         await chat.setMode(m.mode);
         break;
+      case 'setModel':
+        await chat.setModel(m.model, m.effort);
+        break;
       case 'newSession':
         await chat.newSession();
         break;

@@ -53,6 +53,7 @@ export class ChatSession implements UpdateSink {
     if (p.update.sessionUpdate === 'session_info') this.titles.set(p.sessionId, p.update.title);
     if (p.sessionId === this.transcript.sessionId) {
       this.fold(p);
+      if (p.update.sessionUpdate === 'current_model_update') this.ctx.setModelName(p.update.name);
       return;
     }
     const list = this.backlog.get(p.sessionId) ?? [];
@@ -69,8 +70,9 @@ export class ChatSession implements UpdateSink {
   }
 
   /** Shows `sessionId` in the chat, with what arrived for it meanwhile. */
-  switchTo(sessionId: string, replay = true, mode?: ext.ApprovalMode): void {
-    this.fold({ local: 'session', sessionId, mode });
+  switchTo(sessionId: string, replay = true, mode?: ext.ApprovalMode, models?: ext.ModelState): void {
+    this.fold({ local: 'session', sessionId, mode, models });
+    this.showModel(models);
     void this.state.update(SESSION_KEY, sessionId);
     if (replay) for (const p of this.backlog.get(sessionId) ?? []) apply(this.transcript, p);
     this.backlog.delete(sessionId);
@@ -98,15 +100,19 @@ export class ChatSession implements UpdateSink {
     // Replayed updates arrive before the answer and are folded as they come.
     this.switchTo(sessionId, false);
     this.replaying.add(sessionId);
-    const { mode } = await client.sendRequest(ext.loadSession, { sessionId }).finally(() => this.replaying.delete(sessionId));
-    if (this.transcript.sessionId === sessionId) this.fold({ local: 'session', sessionId, mode });
+    const loaded = await client.sendRequest(ext.loadSession, { sessionId }).finally(() => this.replaying.delete(sessionId));
+    if (this.transcript.sessionId === sessionId) {
+      this.fold({ local: 'session', sessionId, mode: loaded.mode, models: modelState(loaded) });
+      this.showModel(modelState(loaded));
+    }
   }
 
   async newSession(title?: string): Promise<string | undefined> {
     const client = await this.ctx.ensureClient();
     if (!client) return undefined;
-    const { sessionId, mode } = await client.sendRequest(ext.newSession, title ? { title } : {});
-    this.switchTo(sessionId, true, mode);
+    const created = await client.sendRequest(ext.newSession, title ? { title } : {});
+    const { sessionId, mode } = created;
+    this.switchTo(sessionId, true, mode, modelState(created));
     return sessionId;
   }
 
@@ -137,6 +143,11 @@ export class ChatSession implements UpdateSink {
     }
   }
 
+  /** The status bar names the model in force. */
+  private showModel(state: ext.ModelState | undefined): void {
+    if (state) this.ctx.setModelName(state.models.find((m) => m.id === state.model)?.name);
+  }
+
   cancel(): void {
     const sessionId = this.transcript.sessionId;
     if (!sessionId || !this.ctx.client?.isRunning()) {
@@ -153,6 +164,30 @@ export class ChatSession implements UpdateSink {
     if (!sessionId) return;
     await client.sendRequest(ext.setMode, { sessionId, mode });
   }
+
+  /** `tandem/setModel`; an unknown model or effort is shown, nothing changes. */
+  async setModel(model: string, effort?: string): Promise<void> {
+    const client = await this.ctx.ensureClient();
+    if (!client) return;
+    const sessionId = this.transcript.sessionId ?? (await this.newSession());
+    if (!sessionId) return;
+    try {
+      const models = await client.sendRequest(ext.setModel, { sessionId, model, effort });
+      if (this.transcript.sessionId === sessionId) {
+        this.fold({ local: 'models', models });
+        this.showModel(models);
+      }
+    } catch (e) {
+      void vscode.window.showErrorMessage(`tandem: ${e instanceof Error ? e.message : String(e)}`);
+      // The pickers go back to what is in force.
+      this.view?.resync();
+    }
+  }
+}
+
+/** The model picker's state of a newSession or loadSession answer. */
+function modelState(r: ext.ModelState): ext.ModelState | undefined {
+  return r.model ? { model: r.model, effort: r.effort, models: r.models ?? [] } : undefined;
 }
 
 function uriOf(b: ext.ContentBlock): string {

@@ -7,7 +7,9 @@
 import { after, before, test, type TestContext } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { unavailable, Workbench } from './e2e/workbench';
-import { gate, lastUserText, ModelServer, text, textThen, toolCall, type RecordedRequest } from './support/model_server';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { gate, lastUserText, MODEL_NAME, ModelServer, text, textThen, toolCall, type RecordedRequest } from './support/model_server';
 import type { Frame } from 'playwright-core';
 
 const skip = unavailable();
@@ -296,6 +298,61 @@ test('Edit selection on a key: the instruction is asked, the proposal opens as a
     assert.match(await wb.editorText(), /^keep\nnew line\nkeep too/);
     assert.equal(wb.read('e.txt'), 'keep\nold line\nkeep too\n');
   });
+});
+
+test('the model picker switches the model the server receives; the context meter shows the numbers and the cost', { skip, timeout: 180_000 }, async (t) => {
+  const wb = new Workbench(server);
+  // `fast` beside the settings' model, with a price: in the daemon's config.toml.
+  fs.writeFileSync(path.join(wb.home, 'config.toml'), [
+    '[model]', 'context_window = 64000',
+    '[models.fast]', 'name = "fast-model"', 'efforts = ["low", "high"]', 'context_window = 32000',
+    '[pricing."fast-model"]', 'input_per_mtok = 1000.0', 'output_per_mtok = 2000.0', '',
+  ].join('\n'));
+  try {
+    await wb.start();
+    server.clear();
+    const base = server.requests.length;
+    const chat = await wb.openChat();
+    server.push(text('first answer'));
+    await wb.send(chat, 'hello models');
+    await chat.locator('.item.agent', { hasText: 'first answer' }).waitFor({ timeout: 30_000 });
+    const meter = chat.locator('.meter');
+    await meter.locator('.meter-text', { hasText: '15 / 64.0k (0%)' }).waitFor({ timeout: 30_000 });
+    assert.match(await meter.getAttribute('title') ?? '', /Context: 15 of 64,000 tokens \(0%\)[\s\S]*Cost: unknown/);
+    const model = chat.locator('select.model');
+    assert.deepEqual(await model.locator('option').allInnerTexts(), ['default', 'fast']);
+    assert.equal(await chat.locator('select.effort').isVisible(), false, 'the default model lists no efforts');
+
+    await model.selectOption('fast');
+    const effort = chat.locator('select.effort');
+    await effort.waitFor({ state: 'visible', timeout: 30_000 });
+    assert.deepEqual(await effort.locator('option').allInnerTexts(), ['low', 'high']);
+    await effort.selectOption('high');
+    server.push(text('fast answer'));
+    // The daemon's answer is in the transcript (`data-current`) before the next prompt goes.
+    await chat.locator('select.effort[data-current="high"]').waitFor({ state: 'attached', timeout: 30_000 });
+    assert.equal(await model.getAttribute('data-current'), 'fast');
+    // The status bar names the model in force.
+    await wb.page.locator('.statusbar-item', { hasText: 'fast-model' }).first().waitFor({ timeout: 30_000 });
+    await wb.send(chat, 'again on fast');
+    await chat.locator('.item.agent', { hasText: 'fast answer' }).waitFor({ timeout: 30_000 });
+    // By their prompts: another window's daemon may still talk to the server.
+    const reqs = (await server.waitForRequests(base + 2)).slice(base);
+    const first = reqs.find((r) => lastUserText(r) === 'hello models');
+    const second = reqs.find((r) => lastUserText(r) === 'again on fast');
+    const seen = reqs.map((r) => `${String(r.body.model)}: ${lastUserText(r)}`).join('\n');
+    assert.equal(first?.body.model, MODEL_NAME, seen);
+    assert.equal(second?.body.model, 'fast-model', seen);
+    assert.equal((second?.body as { reasoning_effort?: string }).reasoning_effort, 'high');
+    await meter.locator('.meter-text', { hasText: '15 / 32.0k (0%)' }).waitFor({ timeout: 30_000 });
+    assert.match(await meter.getAttribute('title') ?? '', /Session cost: \$0\.0200/);
+  } catch (e) {
+    const shot = await wb.screenshot(t.name);
+    console.log(`e2e: screenshot of the failure: ${shot}\ncode-server log:\n${wb.serverLog.join('').slice(-3000)}`);
+    throw e;
+  } finally {
+    await wb.stop();
+  }
 });
 
 test('a pasted image reaches the model server as an image part', { skip, timeout: 180_000 }, async (t) => {

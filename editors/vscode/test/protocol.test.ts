@@ -12,6 +12,7 @@ import { Daemon, REPO_ROOT, Workspace } from './support/daemon';
 import { gate, lastUserText, ModelServer, text, textThen, toolCall, type RecordedRequest } from './support/model_server';
 import type { Item, LocalEvent } from '../src/chat/transcript';
 import * as ext from '../src/lsp_ext';
+import { contextMeter } from '../src/chat/models';
 
 let server: ModelServer;
 before(async () => {
@@ -198,6 +199,31 @@ test('the mode picker sets the session mode and the chat shows it', async () => 
     assert.ok(Date.now() < deadline, 'no current_mode_update');
     await new Promise((r) => setTimeout(r, 20));
   }
+  await d.stop();
+});
+
+test('the model picker switches the model the server receives, and the meter follows the context', async () => {
+  const config = server.sessionConfig() as { model: Record<string, unknown> };
+  const d = await Daemon.start(new Workspace(), {
+    model: { ...config.model, context_window: 64000 },
+    models: { fast: { name: 'fast-model', efforts: ['low', 'high'], context_window: 32000 } },
+    pricing: { 'fast-model': { input_per_mtok: 1000, output_per_mtok: 2000 } },
+  });
+  const base = server.requests.length;
+  await d.chat.newSession();
+  assert.deepEqual(d.chat.transcript.models?.models.map((m) => m.id), ['default', 'fast']);
+  assert.equal(d.chat.transcript.models?.model, 'default');
+  await d.chat.setModel('fast', 'high');
+  assert.equal(d.chat.transcript.models?.model, 'fast');
+  assert.equal(d.chat.transcript.models?.effort, 'high');
+  server.push(text('quick'));
+  await d.chat.send('hello', []);
+  const [req] = await newRequests(base, 1);
+  assert.equal(req.body.model, 'fast-model');
+  assert.equal((req.body as { reasoning_effort?: string }).reasoning_effort, 'high');
+  const meter = contextMeter(d.chat.transcript);
+  assert.equal(meter?.text, '15 / 32.0k (0%)');
+  assert.match(meter?.tooltip ?? '', /Session cost: \$0\.0200/);
   await d.stop();
 });
 

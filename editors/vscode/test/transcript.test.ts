@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { apply, applyAll, emptyTranscript, formatUsage, type Transcript, type TranscriptEvent } from '../src/chat/transcript';
 import type { SessionUpdate } from '../src/lsp_ext';
+import { contextMeter, currentEfforts } from '../src/chat/models';
 
 const S = 'sess1';
 const u = (update: SessionUpdate, turnId = 't1'): TranscriptEvent => ({ sessionId: S, turnId, update });
@@ -139,4 +140,32 @@ test('folding 5,000 updates takes well under 100 ms', () => {
   }
   const ms = performance.now() - started;
   assert.ok(ms < 100, `took ${ms} ms`);
+});
+
+test('the model picker state follows the answers and current_model_update; the meter the usage', () => {
+  const t = emptyTranscript();
+  const models = {
+    model: 'default',
+    models: [
+      { id: 'default', name: 'big', efforts: [], contextWindow: 64000 },
+      { id: 'fast', name: 'small', efforts: ['low', 'high'], contextWindow: 32000 },
+    ],
+  };
+  apply(t, { local: 'session', sessionId: S, models });
+  assert.deepEqual(currentEfforts(t), []);
+  assert.equal(contextMeter(t), undefined, 'no call yet');
+  apply(t, u({ sessionUpdate: 'current_model_update', modelId: 'fast', name: 'small', effort: 'low' }));
+  assert.equal(t.models?.model, 'fast');
+  assert.deepEqual(currentEfforts(t), ['low', 'high']);
+  const priced = { ...usage, costUsd: 0.02 };
+  apply(t, u({ sessionUpdate: 'usage', call: priced, turn: priced, session: priced, context: { used: 16000, size: 32000 } }));
+  const meter = contextMeter(t);
+  assert.equal(meter?.text, '16.0k / 32.0k (50%)');
+  assert.equal(meter?.ratio, 0.5);
+  assert.equal(meter?.tooltip, 'Context: 16,000 of 32,000 tokens (50%)\nLast call: 10 in · 5 out\nTurn cost: $0.0200\nSession cost: $0.0200');
+  // A compaction: the figure drops.
+  apply(t, u({ sessionUpdate: 'usage', call: usage, turn: priced, session: priced, context: { used: 4000, size: 32000 } }));
+  assert.equal(contextMeter(t)?.text, '4.0k / 32.0k (13%)');
+  apply(t, { local: 'session', sessionId: 'other' });
+  assert.equal(contextMeter(t), undefined, 'another session starts empty');
 });

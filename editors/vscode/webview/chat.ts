@@ -6,6 +6,7 @@
  */
 import MarkdownIt from 'markdown-it';
 import { apply, emptyTranscript, formatUsage, type Item, type Transcript } from '../src/chat/transcript';
+import { contextMeter, currentEfforts } from '../src/chat/models';
 import type { FromWebview, ToWebview, Attach, PromptImage } from '../src/chat/messages';
 import { imageFiles, imageLabel, readImage } from './images';
 import { APPROVAL_MODES, describeStopReason, type ApprovalMode, type PermissionOptionId } from '../src/lsp_ext';
@@ -69,6 +70,16 @@ const modeSelect = h('select', { class: 'mode', 'aria-label': 'Approval mode', t
 modeSelect.append(h('option', { value: '', disabled: '', selected: '' }, 'mode…'));
 for (const m of APPROVAL_MODES) modeSelect.append(h('option', { value: m }, m));
 modeSelect.addEventListener('change', () => vscode.postMessage({ type: 'setMode', mode: modeSelect.value as ApprovalMode }));
+// The model and effort pickers and the context meter (filled once a
+// session names its models; `renderModelBar`).
+const modelSelect = h('select', { class: 'model', 'aria-label': 'Model', title: 'Model' });
+const effortSelect = h('select', { class: 'effort', 'aria-label': 'Reasoning effort', title: 'Reasoning effort' });
+modelSelect.addEventListener('change', () => vscode.postMessage({ type: 'setModel', model: modelSelect.value }));
+effortSelect.addEventListener('change', () =>
+  vscode.postMessage({ type: 'setModel', model: modelSelect.value, effort: effortSelect.value }));
+const meterFill = h('div', { class: 'meter-fill' });
+const meterText = h('span', { class: 'meter-text' });
+const meter = h('div', { class: 'meter', role: 'meter', 'aria-label': 'Context used' }, h('div', { class: 'meter-bar' }, meterFill), meterText);
 const attachSelection = h('input', { type: 'checkbox', id: 'attach-selection' });
 const attachFile = h('input', { type: 'checkbox', id: 'attach-file' });
 const toolbar = h('div', { class: 'toolbar' },
@@ -76,6 +87,47 @@ const toolbar = h('div', { class: 'toolbar' },
   button('Sessions…', () => vscode.postMessage({ type: 'openSession' }), 'secondary'),
   modeSelect,
 );
+// The header's second row: the context meter, then the model and effort.
+const modelBar = h('div', { class: 'model-bar' }, meter, modelSelect, effortSelect);
+
+/** The name the model in force is sent as (the settings' model before a session). */
+function currentModelName(): string | undefined {
+  const state = transcript.models;
+  return state?.models.find((m) => m.id === state.model)?.name ?? model;
+}
+
+/** The pickers and the meter from the transcript's model and context. */
+function renderModelBar(): void {
+  const state = transcript.models;
+  modelSelect.hidden = !state || state.models.length === 0;
+  if (state) {
+    const ids = state.models.map((m) => m.id).join('\n');
+    if (modelSelect.dataset.ids !== ids) {
+      modelSelect.replaceChildren(...state.models.map((m) => h('option', { value: m.id, title: m.name }, m.id)));
+      modelSelect.dataset.ids = ids;
+    }
+    modelSelect.value = state.model;
+  }
+  // What the daemon says is in force (the select shows the user's pick at once).
+  modelSelect.dataset.current = state?.model ?? '';
+  effortSelect.dataset.current = state?.effort ?? '';
+  const efforts = currentEfforts(transcript);
+  effortSelect.hidden = efforts.length === 0;
+  if (effortSelect.dataset.efforts !== efforts.join('\n')) {
+    effortSelect.replaceChildren(...efforts.map((e) => h('option', { value: e }, e)));
+    effortSelect.dataset.efforts = efforts.join('\n');
+  }
+  if (state?.effort) effortSelect.value = state.effort;
+  const m = contextMeter(transcript);
+  meter.hidden = !m;
+  modelBar.hidden = !m && modelSelect.hidden;
+  if (m) {
+    meterText.textContent = m.text;
+    meterFill.style.width = `${Math.round(m.ratio * 100)}%`;
+    meter.title = m.tooltip;
+    meter.setAttribute('aria-valuenow', String(Math.round(m.ratio * 100)));
+  }
+}
 const attachRow = h('div', { class: 'attach' },
   h('label', {}, attachSelection, ' selection'), h('label', {}, attachFile, ' file'),
 );
@@ -83,7 +135,7 @@ const attachRow = h('div', { class: 'attach' },
 let pendingImages: PromptImage[] = [];
 const imageChips = h('div', { class: 'images' });
 const composer = h('div', { class: 'composer' }, input, imageChips, h('div', { class: 'actions' }, attachRow, stopButton, sendButton));
-app.append(toolbar, log, empty, status, composer);
+app.append(toolbar, modelBar, log, empty, status, composer);
 
 input.addEventListener('keydown', (e) => {
   if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
@@ -299,8 +351,9 @@ function render(): void {
   stopButton.hidden = !transcript.running;
   status.textContent = transcript.running
     ? `Working…${transcript.lastUsage ? ` (${formatUsage(transcript.lastUsage)})` : ''} — typing now steers the turn`
-    : model ? `Model: ${model}` : '';
+    : currentModelName() ? `Model: ${currentModelName()}` : '';
   if (transcript.mode) modeSelect.value = transcript.mode;
+  renderModelBar();
   input.placeholder = transcript.running ? 'Steer the running turn… (Enter to send)' : 'Ask tandem… (Enter to send)';
   if (atBottom) log.scrollTop = log.scrollHeight;
   scheduleSave();

@@ -41,7 +41,7 @@ fn first_crossed(
 impl Turn<'_> {
     /// The most a call may output.
     pub(super) fn max_output_tokens(&self) -> u64 {
-        match self.session.config.model.max_output_tokens {
+        match self.model.config.max_output_tokens {
             0 => ASSUMED_MAX_OUTPUT,
             n => u64::from(n),
         }
@@ -59,7 +59,7 @@ impl Turn<'_> {
         let day = || {
             self.env
                 .spend
-                .today(&roots, &config.pricing, &config.model.name)
+                .today(&roots, &config.pricing, &self.model.config.name)
         };
         match self.price() {
             Some(price) => {

@@ -22,7 +22,7 @@ impl Turn<'_> {
     /// Tier-2 compaction: when the request would fill more than
     /// `compact_threshold` of the context window, summarize the oldest part.
     pub(super) async fn compact_if_needed(&mut self, step: u32) {
-        let window = self.session.config.model.context_window.max(1);
+        let window = self.model.config.context_window.max(1);
         let used = self.projection.estimated_tokens() as f64 / window as f64;
         if used > self.limits.compact_threshold {
             let why = format!(
@@ -38,7 +38,7 @@ impl Turn<'_> {
     /// (within `keep_ratio` of the window) with the model; if that fails,
     /// drops them instead. Either way the result is a `compacted` event.
     pub(super) async fn compact(&mut self, step: u32, keep_ratio: f64, why: &str) {
-        let window = self.session.config.model.context_window as f64;
+        let window = self.model.config.context_window as f64;
         let keep_chars = (window * keep_ratio * 4.0) as usize;
         let Some(plan) = self.projection.compaction_plan(keep_chars) else {
             tracing::info!(
@@ -77,6 +77,8 @@ impl Turn<'_> {
             usage,
         });
         self.charge(&usage);
+        let used = self.projection.estimated_tokens();
+        self.record_usage(usage, used);
         // Progress (answer text, a completed tool call) moves
         // `last_progress`; if it has not moved since the last compaction,
         // this one made no headway either.
@@ -157,14 +159,14 @@ impl Turn<'_> {
             step,
             attempt: 0,
             purpose: "compaction".to_string(),
-            provider: self.env.provider.name().to_string(),
-            model: self.env.provider.model().to_string(),
+            provider: self.provider.name().to_string(),
+            model: self.provider.model().to_string(),
             messages: messages.len(),
             tools: 0,
             estimated_input_tokens: input_tokens,
         });
         stream_completion(
-            self.env.provider.as_ref(),
+            self.provider.as_ref(),
             request,
             self.limits,
             input_tokens,
@@ -183,7 +185,7 @@ impl Turn<'_> {
     /// Runs the message-repair pipeline and logs each repair that fired.
     pub(super) fn repair_history(&mut self) {
         let limits = RepairLimits {
-            context_window: self.session.config.model.context_window,
+            context_window: self.model.config.context_window,
             ..RepairLimits::default()
         };
         for repair in self.projection.repair(limits) {

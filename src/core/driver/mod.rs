@@ -32,12 +32,14 @@ mod gates;
 mod instructions;
 mod loops;
 mod mcp_approval;
+mod model;
 mod overflow;
 mod recovery;
 mod scheduler;
 mod step;
 mod stream;
 mod turn;
+mod usage;
 
 use std::sync::Arc;
 
@@ -47,7 +49,6 @@ use self::turn::Turn;
 use super::projection::Projection;
 use super::session::{Session, StartedWork, TurnReceipt, Work};
 use super::spend::SpendBook;
-use crate::provider::Provider;
 use crate::tools::ToolRegistry;
 use crate::vocab::event::Usage;
 use crate::workspace::Workspace;
@@ -55,11 +56,13 @@ use crate::workspace::Workspace;
 pub use self::admission::{Admission, AdmissionHook, ClaimedInput, MaxInputChars};
 pub use self::approval::command_scope;
 pub use self::loops::LoopDetector;
+pub use self::model::ProviderSlot;
 pub use self::recovery::{recovery_policy, Recovery};
 
 /// What a session's turns run with.
 pub struct SessionEnv {
-    pub provider: Arc<dyn Provider>,
+    /// The provider of the session's model in force.
+    pub providers: ProviderSlot,
     pub tools: ToolRegistry,
     pub workspace: Arc<Workspace>,
     /// Run in order on every claimed batch.
@@ -74,6 +77,7 @@ pub struct SessionEnv {
 /// each, answering the prompt's receipt when its turn has ended.
 pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection: Projection) {
     let mut session_usage = session.restored_usage();
+    let mut session_cost = session.restored_cost();
     let mut loops = LoopDetector::default();
     while let Some(StartedWork {
         work,
@@ -108,9 +112,14 @@ pub async fn run_session(session: Arc<Session>, env: SessionEnv, mut projection:
         if session.checkpoints.take_conversation_rewound() {
             checkpoint_hooks::refold(&session, &mut projection);
         }
+        let model = session.model();
         let mut turn = Turn {
             session: &session,
             env: &env,
+            provider: env.providers.provider(&model),
+            model,
+            cost: None,
+            session_cost: &mut session_cost,
             tool_specs: Vec::new(),
             limits: &session.config.limits,
             projection: &mut projection,

@@ -58,7 +58,7 @@ impl Turn<'_> {
         shrunk_this_step: bool,
     ) -> OverflowFix {
         if !shrunk_this_step {
-            let window_chars = self.session.config.model.context_window as usize * 4;
+            let window_chars = self.model.config.context_window as usize * 4;
             let sent_chars = self.projection.estimated_tokens() as usize * 4;
             // About 4 characters a token, a quarter left for the answer;
             // without the server's figure, half of what did not fit.
@@ -74,7 +74,7 @@ impl Turn<'_> {
         }
         // Each compaction keeps less of the recent history.
         let keep_ratio = self.limits.compact_keep_ratio / f64::from(failed + 1);
-        let window = self.session.config.model.context_window as f64;
+        let window = self.model.config.context_window as f64;
         let keep_chars = (window * keep_ratio * 4.0) as usize;
         if self.projection.compaction_plan(keep_chars).is_some() {
             return OverflowFix::Compact { keep_ratio };

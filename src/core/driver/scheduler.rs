@@ -76,7 +76,7 @@ impl Turn<'_> {
         ctx.sandbox = self.session.config.sandbox.clone();
         ctx.mode = self.session.mode();
         ctx.bridge = self.bridge.clone();
-        ctx.vision = self.session.config.model.vision;
+        ctx.vision = self.model.config.vision;
         ctx.max_image_bytes = self.session.config.limits.max_image_bytes;
         let available = self.available_tools();
         // Images the calls logged, for the projection (see `call_context`).

@@ -4,7 +4,7 @@
 
 use super::turn::{Turn, TurnEnd};
 use crate::provider::Completion;
-use crate::vocab::event::{Cost, Event, FinishReason, StopReason};
+use crate::vocab::event::{Event, FinishReason, StopReason};
 
 impl Turn<'_> {
     pub(super) async fn steps(&mut self) -> TurnEnd {
@@ -25,6 +25,8 @@ impl Turn<'_> {
                 turn_id: self.turn_id.clone(),
                 step,
             });
+            // The model of this step: a switch from now on waits for the next.
+            self.pick_model();
             // Compaction first: it summarizes; trimming (a repair) only
             // drops, as the last resort when even that did not fit.
             self.compact_if_needed(step).await;
@@ -60,26 +62,17 @@ impl Turn<'_> {
                 turn_id: self.turn_id.clone(),
                 step,
                 attempt,
-                provider: self.env.provider.name().to_string(),
-                model: self.env.provider.model().to_string(),
+                provider: self.provider.name().to_string(),
+                model: self.provider.model().to_string(),
                 text: completion.text,
                 thinking: completion.thinking,
                 tool_calls: completion.tool_calls,
                 finish_reason: finish,
                 usage: completion.usage,
             });
-            let cost = self.price().map(|price| Cost {
-                call: price.cost(&completion.usage),
-                turn: price.cost(&self.usage),
-                session: price.cost(self.session_usage),
-            });
-            self.record(Event::UsageUpdate {
-                turn_id: self.turn_id.clone(),
-                call: completion.usage,
-                turn: self.usage,
-                session: *self.session_usage,
-                cost,
-            });
+            // The context now holds what was sent and what came back.
+            let call = completion.usage;
+            self.record_usage(call, call.input_tokens + call.output_tokens);
             self.charge(&completion.usage);
             if finish == FinishReason::Length {
                 hit_max_tokens = true;

@@ -33,7 +33,7 @@ impl Turn<'_> {
         let request = ModelRequest {
             messages: self.projection.messages(),
             tools: &self.tool_specs,
-            max_output_tokens: match self.session.config.model.max_output_tokens {
+            max_output_tokens: match self.model.config.max_output_tokens {
                 0 => None,
                 n => Some(n),
             },
@@ -46,8 +46,8 @@ impl Turn<'_> {
             step,
             attempt,
             purpose: "step".to_string(),
-            provider: self.env.provider.name().to_string(),
-            model: self.env.provider.model().to_string(),
+            provider: self.provider.name().to_string(),
+            model: self.provider.model().to_string(),
             messages: request.messages.len(),
             tools: request.tools.len(),
             estimated_input_tokens: input_tokens,
@@ -80,7 +80,7 @@ impl Turn<'_> {
         };
         let output = self.session.log.output_budget();
         stream_completion(
-            self.env.provider.as_ref(),
+            self.provider.as_ref(),
             request,
             self.limits,
             input_tokens,

@@ -15,7 +15,8 @@ use crate::buffers::BufferCache;
 use crate::config::LimitsConfig;
 use crate::core::projection::Projection;
 use crate::core::session::{PendingInput, Session};
-use crate::provider::ToolSpec;
+use crate::core::session_model::ModelChoice;
+use crate::provider::{Provider, ToolSpec};
 use crate::vocab::event::{Event, StopReason, TurnId, Usage};
 use crate::vocab::pricing::{price_of, Price};
 
@@ -46,6 +47,14 @@ impl TurnEnd {
 pub(super) struct Turn<'a> {
     pub(super) session: &'a Arc<Session>,
     pub(super) env: &'a SessionEnv,
+    /// The model of the current step and its provider (`pick_model`).
+    pub(super) provider: Arc<dyn Provider>,
+    pub(super) model: ModelChoice,
+    /// What the turn's calls cost, summed at each call's own price; `None`
+    /// until a call with a known price.
+    pub(super) cost: Option<f64>,
+    /// The same for the whole session.
+    pub(super) session_cost: &'a mut Option<f64>,
     /// The tools offered in the current step (mode and client decide).
     pub(super) tool_specs: Vec<ToolSpec>,
     pub(super) limits: &'a LimitsConfig,
@@ -94,7 +103,7 @@ impl Turn<'_> {
             Err(reason) => TurnEnd::new(StopReason::Blocked, reason),
         };
         let mut end = end;
-        end.cost_usd = self.price().map(|p| p.cost(&self.usage));
+        end.cost_usd = self.cost;
         super::checkpoint_hooks::end_turn(self.session, &self.turn_id, &self.buffers).await;
         // Off the model's path (nothing to send until the next prompt):
         // old results and calls keep one copy, and the turn's end then gives the
@@ -117,12 +126,9 @@ impl Turn<'_> {
         end
     }
 
-    /// The price of the session's model, when known.
+    /// The price of the step's model, when known.
     pub(super) fn price(&self) -> Option<Price> {
-        price_of(
-            &self.session.config.model.name,
-            &self.session.config.pricing,
-        )
+        price_of(&self.model.config.name, &self.session.config.pricing)
     }
 
     /// Claims a batch, runs it past the admission hooks and enters what

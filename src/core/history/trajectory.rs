@@ -545,6 +545,17 @@ impl<'a> Walk<'a> {
             Event::ModeChanged { mode } => {
                 self.line(0, format!("mode changed to {}", mode.as_str()));
             }
+            Event::ModelChanged {
+                model,
+                name,
+                effort,
+            } => {
+                let effort = effort
+                    .as_deref()
+                    .map(|e| format!(", effort {e}"))
+                    .unwrap_or_default();
+                self.line(0, format!("model changed to {model} ({name}{effort})"));
+            }
             Event::TitleChanged { title, renamed } => {
                 let how = if *renamed { "renamed" } else { "titled" };
                 self.line(0, format!("session {how}: {title}"));

@@ -10,13 +10,12 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
 
-use super::modes::config_options;
+use super::model_options::ConfigStates;
 use crate::core::log::{EventSink, LoggedEvent};
 use crate::core::output_budget::OutputBudget;
 use crate::frontend::coalesce::is_chunk;
 use crate::frontend::lsp::OutboundQueue;
 use crate::frontend::updates::session_update;
-use crate::vocab::approval::ApprovalMode;
 use crate::vocab::event::{Event, StopReason};
 
 /// Fields of tandem's `tool_call_update` that ACP does not have.
@@ -27,6 +26,8 @@ pub(super) struct AcpSink {
     pub(super) out: OutboundQueue,
     /// Sessions being resumed: their history is not replayed.
     muted: Mutex<HashSet<String>>,
+    /// Each session's mode and model: the full set of config options.
+    pub(super) states: ConfigStates,
 }
 
 impl AcpSink {
@@ -34,6 +35,7 @@ impl AcpSink {
         AcpSink {
             out,
             muted: Mutex::new(HashSet::new()),
+            states: ConfigStates::default(),
         }
     }
 
@@ -90,6 +92,15 @@ impl AcpSink {
         for update in acp_updates(&event.event) {
             self.send(session_id, update);
         }
+        if matches!(
+            event.event,
+            Event::ModeChanged { .. } | Event::ModelChanged { .. }
+        ) {
+            let update = session_update(&event.event).and_then(|u| serde_json::to_value(u).ok());
+            if let Some(options) = update.and_then(|u| self.states.follow(session_id, &u)) {
+                self.send(session_id, options);
+            }
+        }
     }
 }
 
@@ -145,8 +156,13 @@ pub(crate) fn acp_updates_of(mut update: Value) -> Vec<Value> {
             update["sessionUpdate"] = json!("session_info_update");
             return vec![update];
         }
+        "usage" => {
+            return super::model_options::usage_update(&update)
+                .into_iter()
+                .collect()
+        }
         "input_status"
-        | "usage"
+        | "current_model_update"
         | "turn_end"
         | "agent_message_reset"
         | "context_compacted"
@@ -157,23 +173,8 @@ pub(crate) fn acp_updates_of(mut update: Value) -> Vec<Value> {
         acp_tool_kind(kind);
     }
     move_to_meta(&mut update, &TANDEM_ONLY_FIELDS);
-    // A client that shows the mode as a config option hears of it too.
-    let mode = (update["sessionUpdate"] == "current_mode_update")
-        .then(|| {
-            update["currentModeId"]
-                .as_str()?
-                .parse::<ApprovalMode>()
-                .ok()
-        })
-        .flatten();
-    let mut updates = vec![update];
-    if let Some(mode) = mode {
-        updates.push(json!({
-            "sessionUpdate": "config_option_update",
-            "configOptions": config_options(mode),
-        }));
-    }
-    updates
+    // A mode's `config_option_update` follows from `ConfigStates::follow`.
+    vec![update]
 }
 
 /// ACP's tool kinds have no `mcp`: an MCP tool's call is `other` there

@@ -11,6 +11,7 @@
 //!   (`terminal/*`);
 //! - [`auth`]: `authMethods` and `authenticate` (the model's key variable);
 //! - [`modes`]: approval modes as session modes and config options;
+//! - [`model_options`]: the model and effort as config options, usage;
 //! - [`commands`]: the keybinding tasks as slash commands;
 //! - [`mapping`]: session events as `session/update`s, stop reasons.
 //!
@@ -26,6 +27,7 @@ pub(crate) mod elicitation;
 pub(crate) mod facilities;
 pub(crate) mod fork;
 pub(crate) mod mapping;
+pub(crate) mod model_options;
 pub(crate) mod modes;
 pub(crate) mod rewind_command;
 pub(crate) mod session;

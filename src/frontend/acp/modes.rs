@@ -1,9 +1,7 @@
 //! The approval modes as ACP session modes (`session/set_mode`) and as a
 //! `mode` config option (`session/set_config_option`), both views of the
 //! one [`ApprovalMode`] of a session.
-//!
-//! A session has one model (`[model]` in the config), so no `model` option
-//! is offered; one will be when a config can name several.
+//! The model and effort options are `model_options`'.
 
 use serde_json::{json, Value};
 

@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 use super::client::{AcpCapabilities, AcpClient};
 use super::commands;
 use super::mapping::{prompt_result, AcpSink};
-use super::modes::{session_state, MODE_OPTION};
+use super::model_options::{model_switch, session_state};
+use super::modes::MODE_OPTION;
 use super::wire::{daemon_error, error_response, string_param};
 use super::ACP_PROTOCOL_VERSION;
 use crate::core::client::Client;
@@ -22,6 +23,7 @@ use crate::core::daemon::{Daemon, NewSession};
 use crate::core::history::SessionSummary;
 use crate::core::tasks::run::TaskError;
 use crate::frontend::additional_roots::{acp_additional_directories, additional_roots};
+use crate::frontend::models::model_state;
 use crate::frontend::updates::user_content;
 use crate::protocol::ContentBlock;
 use crate::vocab::approval::ApprovalMode;
@@ -122,7 +124,7 @@ impl Agent {
         self.daemon
             .add_mcp_servers(&session.id, &mcp_servers)
             .map_err(|e| daemon_error(rid, e))?;
-        let mut result = session_state(session.mode());
+        let mut result = self.session_state(&session);
         result["sessionId"] = json!(session.id);
         result["_meta"]["tandem"]["instructions"] = instructions_meta(&session);
         Ok(result)
@@ -152,9 +154,17 @@ impl Agent {
         // written: give that memory back after them.
         drop(events);
         crate::frontend::memory::trim_when_idle();
-        let mut result = session_state(session.mode());
+        let mut result = self.session_state(&session);
         result["_meta"]["tandem"]["instructions"] = instructions_meta(&session);
         Ok(result)
+    }
+
+    /// A session's modes and config options, which its later
+    /// `config_option_update`s start from.
+    fn session_state(&self, session: &crate::core::session::Session) -> Value {
+        let (mode, models) = (session.mode(), model_state(session));
+        self.sink.states.set(&session.id, mode, models.clone());
+        session_state(mode, &models)
     }
 
     /// Newest first, those whose workspace holds `cwd` when it is given;
@@ -170,6 +180,7 @@ impl Agent {
         let session_id = string_param(params, "sessionId").map_err(|e| bad(rid, e))?;
         self.daemon.close_session(session_id).await;
         self.lock_cwds().remove(session_id);
+        self.sink.states.forget(session_id);
         Ok(json!({}))
     }
 
@@ -322,21 +333,30 @@ impl Agent {
         Ok(json!({}))
     }
 
+    /// The mode, model or effort option; the answer is the full set.
     fn set_config_option(&self, params: &Value, rid: &Value) -> Reply {
         let config_id = string_param(params, "configId").map_err(|e| bad(rid, e))?;
-        if config_id != MODE_OPTION {
-            return Err(bad(
-                rid,
-                format!("invalid params: unknown config option `{config_id}`"),
-            ));
-        }
-        self.set_mode(params, rid, "value")?;
         let session_id = string_param(params, "sessionId").map_err(|e| bad(rid, e))?;
         let session = self
             .daemon
             .session(session_id)
             .map_err(|e| daemon_error(rid, e))?;
-        Ok(json!({"configOptions": session_state(session.mode())["configOptions"]}))
+        if config_id == MODE_OPTION {
+            self.set_mode(params, rid, "value")?;
+        } else {
+            let value = string_param(params, "value").map_err(|e| bad(rid, e))?;
+            let Some((model, effort)) = model_switch(config_id, value, &model_state(&session))
+            else {
+                return Err(bad(
+                    rid,
+                    format!("invalid params: unknown config option `{config_id}`"),
+                ));
+            };
+            let state = crate::frontend::models::set_model(&session, &model, effort.as_deref())
+                .map_err(|e| bad(rid, format!("invalid params: {e}")))?;
+            self.sink.states.set_models(session_id, state);
+        }
+        Ok(json!({"configOptions": self.session_state(&session)["configOptions"]}))
     }
 }
 

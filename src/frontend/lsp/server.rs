@@ -37,12 +37,13 @@ use crate::vocab::language::LanguageFeatures;
 use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
-const TANDEM_METHODS: [&str; 15] = [
+const TANDEM_METHODS: [&str; 16] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
     "tandem/cancel",
     "tandem/setMode",
+    "tandem/setModel",
     "tandem/listSessions",
     "tandem/loadSession",
     "tandem/runTask",
@@ -86,6 +87,7 @@ pub fn build_service(
     .custom_method("tandem/prompt", Backend::prompt)
     .custom_method("tandem/steer", Backend::steer)
     .custom_method("tandem/setMode", Backend::set_mode)
+    .custom_method("tandem/setModel", Backend::set_model)
     .custom_method("tandem/listSessions", Backend::list_sessions)
     .custom_method("tandem/loadSession", Backend::load_session)
     .custom_method("tandem/cancel", Backend::cancel)
@@ -432,6 +434,7 @@ impl Backend {
                 session_id: session.id.clone(),
                 mode: session.mode().as_str().to_string(),
                 instructions: crate::frontend::updates::instruction_files(&session.instructions()),
+                model_state: crate::frontend::models::model_state(&session),
             })
         })
         .await
@@ -543,7 +546,11 @@ impl Backend {
         guarded("tandem/forkSession", async move {
             let fork = self
                 .daemon
-                .fork_session(&self.client, &params.session_id, params.message_id.as_deref())
+                .fork_session(
+                    &self.client,
+                    &params.session_id,
+                    params.message_id.as_deref(),
+                )
                 .map_err(daemon_error)?;
             Ok(ForkSessionResult {
                 session_id: fork.id.clone(),
@@ -561,6 +568,21 @@ impl Backend {
                 .await
                 .map_err(daemon_error)?;
             Ok(json!({}))
+        })
+        .await
+    }
+
+    async fn set_model(
+        &self,
+        params: crate::protocol::SetModelParams,
+    ) -> Result<crate::protocol::ModelState> {
+        guarded("tandem/setModel", async move {
+            let session = self
+                .daemon
+                .session(&params.session_id)
+                .map_err(daemon_error)?;
+            crate::frontend::models::set_model(&session, &params.model, params.effort.as_deref())
+                .map_err(Error::invalid_params)
         })
         .await
     }
@@ -641,6 +663,7 @@ impl Backend {
                 replayed,
                 mode: session.mode().as_str().to_string(),
                 instructions: crate::frontend::updates::instruction_files(&session.instructions()),
+                model_state: crate::frontend::models::model_state(&session),
             })
         })
         .await

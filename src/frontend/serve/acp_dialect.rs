@@ -25,7 +25,8 @@ use serde_json::{json, Value};
 use super::relay::Dialect;
 use crate::frontend::acp::elicitation;
 use crate::frontend::acp::mapping::{acp_updates_of, prompt_result, update_message};
-use crate::frontend::acp::modes::session_state;
+use crate::frontend::acp::model_options::{session_state, ConfigStates};
+use crate::protocol::ModelState;
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::BridgeOutcome;
 use crate::vocab::event::StopReason;
@@ -43,6 +44,8 @@ pub struct AcpShared {
     /// Sessions whose replay (`session/load`) is on its way: only there do
     /// the user's own messages reach the client.
     replaying: HashSet<String>,
+    /// Each session's mode and model: the full set of config options.
+    pub(crate) configs: ConfigStates,
     /// Each session's user messages seen go by (id, first line): what
     /// `/rewind` lists.
     messages: HashMap<String, Vec<(String, String)>>,
@@ -53,6 +56,11 @@ pub struct AcpShared {
 pub struct AcpState(Arc<Mutex<AcpShared>>);
 
 impl AcpState {
+    /// Each session's mode and model (shared, not locked with the rest).
+    pub(crate) fn configs(&self) -> ConfigStates {
+        self.lock().configs.clone()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, AcpShared> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -143,7 +151,9 @@ impl Dialect for Acp {
             .as_str()
             .and_then(|m| m.parse::<ApprovalMode>().ok())
             .unwrap_or_default();
-        let mut result = session_state(mode);
+        let models: ModelState = serde_json::from_value(attached.clone()).unwrap_or_default();
+        self.0.configs().set(session_id, mode, models.clone());
+        let mut result = session_state(mode, &models);
         result["_meta"]["tandem"]["instructions"] = match &attached["instructions"] {
             Value::Array(files) => Value::Array(files.clone()),
             _ => json!([]),
@@ -192,8 +202,10 @@ impl Acp {
                 {
                     return Vec::new();
                 }
+                let options = self.0.configs().follow(&session_id, &params["update"]);
                 acp_updates_of(params["update"].take())
                     .into_iter()
+                    .chain(options)
                     .map(|u| update_message(&session_id, u))
                     .collect()
             }

@@ -11,7 +11,8 @@
 //! with and without replay, answered when the replay is out;
 //! `session/list` → `tandem/listSessions`, paged here; `session/prompt` →
 //! `tandem/prompt`, or `tandem/runTask` for a slash command;
-//! `session/set_mode` and `session/set_config_option` → `tandem/setMode`;
+//! `session/set_mode` and `session/set_config_option` → `tandem/setMode`,
+//! or `tandem/setModel` for the model and effort options;
 //! `session/cancel` → `tandem/cancel`.
 //!
 //! Invariant: as in `tandem acp`, a turn's `session/update`s precede its
@@ -33,7 +34,8 @@ use crate::frontend::acp::auth::authenticate;
 use crate::frontend::acp::client::AcpCapabilities;
 use crate::frontend::acp::commands::{carries_file, fileless_task_prompt, slash_command, target};
 use crate::frontend::acp::fork::fork_message_id;
-use crate::frontend::acp::modes::{config_options, MODE_OPTION};
+use crate::frontend::acp::model_options::model_switch;
+use crate::frontend::acp::modes::MODE_OPTION;
 use crate::frontend::acp::session::{absolute_cwd, initialize_result, list_page};
 use crate::frontend::acp::wire::error_response;
 use crate::frontend::additional_roots::{acp_additional_directories, additional_roots};
@@ -106,17 +108,6 @@ fn empty_object(answer: Value) -> Value {
         Some(_) => answer,
         None => json!({"jsonrpc": "2.0", "result": {}}),
     }
-}
-
-/// `tandem/setMode`'s answer as `session/set_config_option`'s.
-fn config_answer(answer: Value) -> Value {
-    let Some(mode) = answer["result"]["mode"]
-        .as_str()
-        .and_then(|m| m.parse::<ApprovalMode>().ok())
-    else {
-        return answer;
-    };
-    json!({"jsonrpc": "2.0", "result": {"configOptions": config_options(mode)}})
 }
 
 #[path = "acp_shim_rewind.rs"]
@@ -208,22 +199,7 @@ impl Shim {
                 json!({"sessionId": params["sessionId"], "mode": params["modeId"]}),
                 empty_object,
             ),
-            "session/set_config_option" => {
-                if params["configId"] != MODE_OPTION {
-                    let config = params["configId"].as_str().unwrap_or_default();
-                    return self.fail(
-                        &id,
-                        -32602,
-                        &format!("invalid params: unknown config option `{config}`"),
-                    );
-                }
-                self.relay_request(
-                    id,
-                    "tandem/setMode",
-                    json!({"sessionId": params["sessionId"], "mode": params["value"]}),
-                    config_answer,
-                )
-            }
+            "session/set_config_option" => self.set_config_option(id, &params).await,
             "session/cancel" => {
                 // In order: nothing else is relayed until it has been handled.
                 self.relay
@@ -237,6 +213,56 @@ impl Shim {
             "$/cancel_request" => self.reply(&id, json!({})),
             other => self.fail(&id, -32601, &format!("method not found: {other}")),
         }
+    }
+
+    /// The mode (`tandem/setMode`), model or effort (`tandem/setModel`);
+    /// answered with the full set of options, as `tandem acp` answers.
+    async fn set_config_option(&self, id: Option<Value>, params: &Value) {
+        let session_id = params["sessionId"].as_str().unwrap_or_default();
+        let config = params["configId"].as_str().unwrap_or_default();
+        let value = params["value"].as_str().unwrap_or_default();
+        let configs = self.state.configs();
+        let (method, call) = if config == MODE_OPTION {
+            (
+                "tandem/setMode",
+                json!({"sessionId": session_id, "mode": params["value"]}),
+            )
+        } else if let Some((model, effort)) =
+            model_switch(config, value, &configs.models(session_id))
+        {
+            (
+                "tandem/setModel",
+                json!({"sessionId": session_id, "model": model, "effort": effort}),
+            )
+        } else {
+            return self.fail(
+                &id,
+                -32602,
+                &format!("invalid params: unknown config option `{config}`"),
+            );
+        };
+        let Some(answer) = self.relay.call(method, call).await else {
+            return self.fail(&id, -32603, "the serve did not answer");
+        };
+        if let Some(error) = answer.get("error") {
+            if let Some(id) = id {
+                self.relay
+                    .to_editor(&json!({"jsonrpc": "2.0", "id": id, "error": error}));
+            }
+            return;
+        }
+        let mode = answer["result"]["mode"]
+            .as_str()
+            .and_then(|m| m.parse::<ApprovalMode>().ok());
+        if mode.is_none() {
+            if let Ok(models) = serde_json::from_value(answer["result"].clone()) {
+                configs.set_models(session_id, models);
+            }
+        }
+        self.reply(
+            &id,
+            json!({"configOptions": configs.options(session_id, mode)}),
+        );
     }
 
     /// Adds a session's folder to this connection's (once): its

@@ -53,12 +53,13 @@ pub struct Ctx {
 }
 
 /// The `tandem/*` methods a serve answers, announced in `initialize`.
-pub const TANDEM_METHODS: [&str; 20] = [
+pub const TANDEM_METHODS: [&str; 21] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
     "tandem/cancel",
     "tandem/setMode",
+    "tandem/setModel",
     "tandem/listSessions",
     "tandem/loadSession",
     "tandem/attachSession",
@@ -77,6 +78,24 @@ pub const TANDEM_METHODS: [&str; 20] = [
 ];
 
 pub(super) type RpcResult<T> = Result<T, ErrorObjectOwned>;
+
+/// `tandem/setModel`: the state after the switch; durable when answered.
+async fn set_model(
+    params: Params<'static>,
+    ctx: Arc<Ctx>,
+    _: Extensions,
+) -> RpcResult<crate::protocol::ModelState> {
+    let params: crate::protocol::SetModelParams = parse(&params)?;
+    let session = ctx
+        .daemon
+        .session(&params.session_id)
+        .map_err(daemon_error)?;
+    let state =
+        crate::frontend::models::set_model(&session, &params.model, params.effort.as_deref())
+            .map_err(invalid_params)?;
+    session.log.durable().await;
+    Ok(state)
+}
 
 fn invalid_params(message: impl Into<String>) -> ErrorObjectOwned {
     ErrorObjectOwned::owned(-32602, message.into(), None::<()>)
@@ -322,6 +341,7 @@ async fn new_session(
         session_id: session.id.clone(),
         mode: session.mode().as_str().to_string(),
         instructions: instruction_files(&session.instructions()),
+        model_state: crate::frontend::models::model_state(&session),
     })
 }
 
@@ -442,6 +462,7 @@ fn register_tandem(
         session.log.durable().await;
         RpcResult::Ok(SetModeResult { mode: params.mode })
     })?;
+    module.register_async_method("tandem/setModel", set_model)?;
     // Cancels the turn a progress token names, if it still runs (as
     // `tandem/cancel` with `keepInbox`); other tokens are ignored.
     module.register_method("window/workDoneProgress/cancel", |params, ctx, _| {
@@ -528,6 +549,7 @@ fn register_tandem(
             replayed,
             mode: session.mode().as_str().to_string(),
             instructions: instruction_files(&session.instructions()),
+            model_state: crate::frontend::models::model_state(&session),
         })
     })?;
     module.register_method("tandem/respond", |params, ctx, ext| {
@@ -603,10 +625,11 @@ async fn attach_session(
     let loaded = tokio::task::spawn_blocking(move || daemon.load_session(&client, &id))
         .await
         .unwrap_or_else(|e| Err(DaemonError::Storage(format!("loading panicked: {e}"))));
-    let (mode, instructions, events) = match loaded {
+    let (mode, instructions, model_state, events) = match loaded {
         Ok((session, events)) => (
             session.mode().as_str().to_string(),
             instruction_files(&session.instructions()),
+            crate::frontend::models::model_state(&session),
             events,
         ),
         Err(e) => {
@@ -642,7 +665,8 @@ async fn attach_session(
         drop(events);
         crate::frontend::memory::return_freed_memory_soon();
         let attached = json!({"jsonrpc": "2.0", "method": "tandem/attached",
-            "params": AttachedParams { session_id: session_id.clone(), replayed, mode, instructions }});
+            "params": AttachedParams { session_id: session_id.clone(), replayed, mode, instructions,
+                model_state }});
         sink.send(message(&attached).ok_or("serialize")?)
             .await
             .map_err(|_| "closed")?;

@@ -297,9 +297,10 @@ async fn a_slow_acp_client_gets_merged_chunks_and_every_other_update_in_order() 
         .iter()
         .position(|u| u["sessionUpdate"] == "tool_call")
         .expect("the plan's tool_call");
+    // The last `usage_update` follows the answer's text.
     let last_other = updates
         .iter()
-        .rposition(|u| !is_chunk(u))
+        .rposition(|u| !is_chunk(u) && u["sessionUpdate"] != "usage_update")
         .expect("updates other than chunks");
     let text = |us: &[&Value]| -> String {
         us.iter()
@@ -336,10 +337,12 @@ async fn a_slow_acp_client_gets_merged_chunks_and_every_other_update_in_order() 
         [
             // Sent after `session/new`'s response, read only now.
             "available_commands_update",
+            "usage_update",
             "tool_call:pending",
             "tool_call_update:in_progress",
             "plan",
-            "tool_call_update:completed"
+            "tool_call_update:completed",
+            "usage_update"
         ],
         "{others:?}"
     );

@@ -136,7 +136,7 @@ T.put('commands', vim.tbl_count(vim.tbl_filter(function(n) return n:match('^Tand
     )
     .await;
     assert_eq!(got.get("missing"), &json!([]));
-    assert_eq!(got.get("commands"), &json!(19));
+    assert_eq!(got.get("commands"), &json!(20));
 }
 
 #[tokio::test]

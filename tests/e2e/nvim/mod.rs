@@ -11,6 +11,7 @@ mod hunks;
 mod images;
 mod language;
 mod mcp;
+mod models;
 mod questions;
 mod review;
 mod rewind;

@@ -68,6 +68,8 @@ function M.show(focus)
     vim.wo[win].linebreak = true
     vim.wo[win].foldmethod = 'manual'
     vim.wo[win].number = false
+    -- The model, the context in use and the cost (tandem.models).
+    vim.wo[win].winbar = "%{v:lua.require'tandem.models'.winbar()}"
     scroll_to_end(win)
     if not focus then
       vim.api.nvim_set_current_win(from)

@@ -81,6 +81,15 @@ local function create_commands()
     end,
     desc = 'Set the approval mode: read-only, review or auto',
   })
+  command('TandemModel', function(o)
+    require('tandem.models').command(o.args)
+  end, {
+    nargs = '*',
+    complete = function(arg, line)
+      return require('tandem.models').complete(arg, line)
+    end,
+    desc = "Switch the session's model (and reasoning effort)",
+  })
   command('TandemChat', function()
     chat.toggle()
   end, { desc = 'Open or close the tandem chat' })
@@ -273,6 +282,16 @@ M.set_mode = session.set_mode
 
 --- The chat buffer.
 M.output_buf = chat.buf
+
+--- A statusline component: the model (and effort), the context in use
+--- of its window, and the session's cost when known ('' before a session).
+function M.status()
+  return require('tandem.models').status()
+end
+
+M.set_model = function(model, effort)
+  require('tandem.models').set(model, effort)
+end
 
 --- A short statusline component: mode, running or idle, tokens.
 function M.statusline()

@@ -35,6 +35,8 @@ function M.ensure(fn)
       state.id = result.sessionId
       -- The daemon's answer names the mode in force (its config.toml may set it).
       require('tandem.updates').status.mode = result.mode
+      require('tandem.models').reset()
+      require('tandem.models').remember(result)
     end
     fn(state.id)
   end)
@@ -211,6 +213,7 @@ function M.load(id, on_loaded)
   require('tandem.trail').forget(id)
   chat.clear()
   chat.show(false)
+  require('tandem.models').reset()
   local updates = require('tandem.updates')
   updates.replaying[id] = true
   client.request('tandem/loadSession', { sessionId = id }, function(err, result)
@@ -220,6 +223,7 @@ function M.load(id, on_loaded)
     end
     state.id = id
     updates.status.mode = result.mode
+    require('tandem.models').remember(result)
     chat.flush()
     vim.api.nvim_exec_autocmds('User', { pattern = 'TandemSessionLoaded', modeline = false, data = { sessionId = id } })
     if on_loaded then

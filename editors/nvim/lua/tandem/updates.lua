@@ -211,6 +211,11 @@ end
 function renderers.usage(update)
   local session = update.session or update.turn or {}
   M.status.tokens = (session.inputTokens or 0) + (session.outputTokens or 0)
+  require('tandem.models').on_usage(update)
+end
+
+function renderers.current_model_update(update)
+  require('tandem.models').on_model_update(update)
 end
 
 function renderers.input_status(update)

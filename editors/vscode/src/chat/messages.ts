@@ -13,6 +13,7 @@ export type FromWebview =
   | { type: 'send'; text: string; attach: Attach[]; images?: PromptImage[] }
   | { type: 'cancel' }
   | { type: 'setMode'; mode: ApprovalMode }
+  | { type: 'setModel'; model: string; effort?: string }
   | { type: 'newSession' }
   | { type: 'openSession' }
   | { type: 'permission'; requestId: string; optionId: PermissionOptionId | 'cancelled' }

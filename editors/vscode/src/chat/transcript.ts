@@ -11,8 +11,9 @@
  * plain JSON, so it goes through `postMessage` and `setState` as it is.
  */
 import type {
-  ApprovalMode, ContentBlock, PermissionOption, PlanEntry, Question, SessionUpdate, ToolCallDiff, Usage,
+  ApprovalMode, ContentBlock, ModelState, PermissionOption, PlanEntry, Question, SessionUpdate, ToolCallDiff, Usage,
 } from '../lsp_ext';
+import { applyModelUpdate, applyUsageContext } from './models';
 
 export type Item =
   | { kind: 'user'; rev: number; turnId?: string; messageId?: string; text: string; attachments: string[] }
@@ -51,6 +52,14 @@ export interface Transcript {
   running: boolean;
   mode?: ApprovalMode;
   lastUsage?: Usage;
+  /** The model in force and the models to switch to (`./models`). */
+  models?: ModelState;
+  /** Tokens in the model's context after the last call, and its window. */
+  context?: { used: number; size: number };
+  /** The session's cost so far, when known. */
+  sessionCost?: number;
+  /** The last call's tokens. */
+  lastCall?: Usage;
   /** Index of the current plan item, updated in place. */
   planIndex?: number;
   /** Bumped on every change; a renderer compares it to skip idle frames. */
@@ -61,7 +70,8 @@ export interface Transcript {
 
 /** Events that come from the extension, not the daemon. */
 export type LocalEvent =
-  | { local: 'session'; sessionId: string; mode?: ApprovalMode }
+  | { local: 'session'; sessionId: string; mode?: ApprovalMode; models?: ModelState }
+  | { local: 'models'; models: ModelState }
   | { local: 'prompt_sent'; text: string; attachments: string[] }
   | { local: 'turn_running'; running: boolean }
   | { local: 'permission'; requestId: string; toolCallId: string; title: string; options: PermissionOption[] }
@@ -222,6 +232,11 @@ function applyUpdate(t: Transcript, e: UpdateEvent): void {
       break;
     case 'usage':
       t.lastUsage = u.turn;
+      applyUsageContext(t, u);
+      t.rev++;
+      break;
+    case 'current_model_update':
+      applyModelUpdate(t, u);
       t.rev++;
       break;
     case 'turn_end':
@@ -247,10 +262,19 @@ function applyLocal(t: Transcript, e: LocalEvent): void {
         t.running = false;
         t.mode = undefined;
         t.lastUsage = undefined;
+        t.context = undefined;
+        t.sessionCost = undefined;
+        t.lastCall = undefined;
+        t.models = undefined;
       }
       t.sessionId = e.sessionId;
-      // newSession and loadSession answer with the mode in force.
+      // newSession and loadSession answer with the mode and model in force.
       if (e.mode) t.mode = e.mode;
+      if (e.models) t.models = e.models;
+      t.rev++;
+      break;
+    case 'models':
+      t.models = e.models;
       t.rev++;
       break;
     case 'prompt_sent':

@@ -97,7 +97,7 @@ export class Daemon {
       sendRequest: this.conn.sendRequest.bind(this.conn),
       sendNotification: this.conn.sendNotification.bind(this.conn),
     };
-    this.chat.ctx = { ensureClient: () => Promise.resolve(client), client, output: { warn: () => {} } } as never;
+    this.chat.ctx = { ensureClient: () => Promise.resolve(client), client, output: { warn: () => {} }, setModelName: () => {} } as never;
     this.conn.onNotification(ext.update, (p) => {
       if (p.update.sessionUpdate === 'turn_end') this.review.withdrawAll('the turn ended');
       this.chat.onUpdate(p);
