@@ -243,6 +243,10 @@ pub struct ListSessionsParams {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LoadSessionParams {
     pub session_id: String,
+    /// More workspace roots after the session's logged ones (URIs or
+    /// absolute paths), as ACP's `additionalDirectories`; not logged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_directories: Vec<String>,
 }
 
 /// `tandem/loadSession` result, sent after the replayed updates.
@@ -595,6 +599,10 @@ pub struct RunTaskResult {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AttachSessionParams {
     pub session_id: String,
+    /// More workspace roots after the session's logged ones (URIs or
+    /// absolute paths), as ACP's `additionalDirectories`; not logged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_directories: Vec<String>,
     /// `false`: no replay of the log, only what happens from now on (the
     /// shim follows a task session so, as an editor on stdio would).
     #[serde(default = "replay_by_default")]
@@ -754,6 +762,10 @@ pub struct ForkSessionParams {
     pub session_id: String,
     #[serde(default)]
     pub message_id: Option<String>,
+    /// More workspace roots after the original's (URIs or absolute
+    /// paths), as ACP's `additionalDirectories`; kept in the fork's log.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_directories: Vec<String>,
 }
 
 /// `tandem/forkSession` result: the fork, loaded and ready (its history

@@ -47,6 +47,8 @@ pub use self::rewind::{RewindOutcome, RewindRequest};
 
 #[path = "daemon_fork.rs"]
 mod fork;
+#[path = "daemon_roots.rs"]
+mod roots;
 
 /// A failed daemon call.
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +109,9 @@ pub struct Daemon {
     mcp: McpHub,
     /// Each session's MCP servers (held by its task while it runs).
     session_mcp: Mutex<HashMap<String, Weak<SessionMcp>>>,
+    /// Each running session's workspace (held by its task), so a load,
+    /// resume or fork can give it more roots.
+    workspaces: Mutex<HashMap<String, Weak<Workspace>>>,
     /// MCP servers given for a session on disk before it is loaded (the
     /// serve's shim sends them ahead of its attach).
     pending_mcp: Mutex<HashMap<String, std::collections::BTreeMap<String, McpServerConfig>>>,
@@ -136,6 +141,7 @@ impl Daemon {
             spend,
             mcp: McpHub::default(),
             session_mcp: Mutex::new(HashMap::new()),
+            workspaces: Mutex::new(HashMap::new()),
             pending_mcp: Mutex::new(HashMap::new()),
             user_instructions,
         })
@@ -300,7 +306,21 @@ impl Daemon {
         client: &Arc<Client>,
         id: &str,
     ) -> Result<(Arc<Session>, Vec<LoggedEvent>), DaemonError> {
-        self.load_session_with(client, id, true)
+        self.load_session_with(client, id, true, Vec::new())
+    }
+
+    /// [`Daemon::load_session`] with more workspace roots (ACP's
+    /// `additionalDirectories` of `session/load` and `session/resume`): the
+    /// session's roots are then its logged ones plus these, for as long as
+    /// it runs (they are not logged; a client gives them again with each
+    /// load). A session already running gets them added.
+    pub fn load_session_in(
+        &self,
+        client: &Arc<Client>,
+        id: &str,
+        more: Vec<PathBuf>,
+    ) -> Result<(Arc<Session>, Vec<LoggedEvent>), DaemonError> {
+        self.load_session_with(client, id, true, more)
     }
 
     /// [`Daemon::load_session`], with the replay to the sink or without.
@@ -309,11 +329,13 @@ impl Daemon {
         client: &Arc<Client>,
         id: &str,
         replay: bool,
+        more: Vec<PathBuf>,
     ) -> Result<(Arc<Session>, Vec<LoggedEvent>), DaemonError> {
         // One load at a time: two concurrent loads of one session must not
         // both try to open (and lock) its log.
         let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
         if let Ok(session) = self.session(id) {
+            self.add_roots(id, more);
             let (_, mut events) =
                 read_log(session.log.path()).map_err(|e| DaemonError::Storage(e.to_string()))?;
             crate::core::images::load_images(
@@ -347,8 +369,8 @@ impl Daemon {
         // A folder's session has the header's other roots too (its
         // additional directories; the folder itself is among them).
         let extra = match &header.workspace_folder {
-            Some(_) => header.workspace.clone(),
-            None => Vec::new(),
+            Some(_) => header.workspace.iter().cloned().chain(more).collect(),
+            None => more,
         };
         let (workspace, roots) = match workspace_for(client, header.workspace_folder.clone(), extra)
         {
@@ -468,6 +490,11 @@ impl Daemon {
             mcp.add(self.mcp.servers_for(&pending));
         }
         tools.add_source(mcp.clone());
+        {
+            let mut workspaces = self.workspaces.lock().unwrap_or_else(|e| e.into_inner());
+            workspaces.retain(|_, ws| ws.strong_count() > 0);
+            workspaces.insert(session.id.clone(), Arc::downgrade(&workspace));
+        }
         self.session_mcp
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -642,7 +669,7 @@ fn admit_session_images(
 }
 
 /// A session's workspace: its own folder first, then `more`; without a
-/// folder, its client's folders.
+/// folder, its client's folders (then `more`, in a workspace of its own).
 fn workspace_for(
     client: &Client,
     folder: Option<PathBuf>,
@@ -656,7 +683,14 @@ fn workspace_for(
             let roots = ws.roots();
             (ws, roots)
         }
-        None => (client.workspace().clone(), client.roots()),
+        None if more.is_empty() => (client.workspace().clone(), client.roots()),
+        None => {
+            let ws = Arc::new(Workspace::new(
+                client.roots().into_iter().chain(more).collect(),
+            ));
+            let roots = ws.roots();
+            (ws, roots)
+        }
     }
 }
 

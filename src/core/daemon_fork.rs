@@ -8,6 +8,7 @@
 //! place) before anything can load it.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{valid_session_id, Daemon, DaemonError};
@@ -27,6 +28,20 @@ impl Daemon {
         id: &str,
         message_id: Option<&str>,
     ) -> Result<Arc<Session>, DaemonError> {
+        self.fork_session_in(client, id, message_id, Vec::new())
+    }
+
+    /// [`Daemon::fork_session`] with more workspace roots (ACP's
+    /// `additionalDirectories` of `session/fork`): the fork's roots are the
+    /// original's plus these, and a fork with a folder of its own keeps
+    /// them in its log's header, as a new session would.
+    pub fn fork_session_in(
+        &self,
+        client: &Arc<Client>,
+        id: &str,
+        message_id: Option<&str>,
+        more: Vec<PathBuf>,
+    ) -> Result<Arc<Session>, DaemonError> {
         let path = match self.session(id) {
             Ok(session) => session.log.path().to_path_buf(),
             Err(_) if valid_session_id(id) => self.sessions_dir().join(format!("{id}.jsonl")),
@@ -38,18 +53,25 @@ impl Daemon {
         let (header, events) = read_log(&path).map_err(|e| DaemonError::Storage(e.to_string()))?;
         let events = fork_events(&events, message_id).map_err(DaemonError::InvalidParams)?;
         let fork_id = uuid::Uuid::new_v4().simple().to_string();
-        let header = LogHeader {
+        let mut header = LogHeader {
             session_id: fork_id.clone(),
             created: now_rfc3339(),
             ..header
         };
+        if header.workspace_folder.is_some() {
+            for root in &more {
+                if !header.workspace.contains(root) {
+                    header.workspace.push(root.clone());
+                }
+            }
+        }
         // The fork's images first, so its log never names a missing one.
         link_images(&path, &self.sessions_dir().join(format!("{fork_id}.jsonl")))
             .map_err(|e| DaemonError::Storage(format!("cannot copy the fork's images: {e}")))?;
         self.write_fork(&header, &events)
             .map_err(|e| DaemonError::Storage(format!("cannot write the fork: {e}")))?;
         tracing::info!(from = id, fork = %fork_id, at = ?message_id, events = events.len(), "forked a session");
-        let (session, _) = self.load_session_with(client, &fork_id, false)?;
+        let (session, _) = self.load_session_with(client, &fork_id, false, more)?;
         Ok(session)
     }
 

@@ -127,6 +127,93 @@ async fn roots_reach_and_walk(options: EditorOptions) {
     );
 }
 
+/// `tandem/loadSession`'s and `tandem/forkSession`'s `additionalDirectories`
+/// (the LSP twins of ACP's on load and fork): roots after the logged ones,
+/// for the load; kept in the fork's log; a bad one refused, naming it.
+async fn roots_given_on_load_and_fork(options: EditorOptions) {
+    let server = ModelServer::start().await;
+    let (main, more, other) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    write(more.path(), "b.txt", "beta needle\n");
+    write(other.path(), "c.txt", "gamma needle\n");
+    let b = more.path().canonicalize().unwrap().join("b.txt");
+    let c = other.path().canonicalize().unwrap().join("c.txt");
+    let mut editor = Editor::spawn_with(options).await;
+    editor.initialize(main.path()).await;
+    let made = editor
+        .request(
+            "tandem/newSession",
+            json!({"workspaceFolder": main.path(), "config": server.session_config()}),
+        )
+        .await;
+    let session = made["result"]["sessionId"].as_str().unwrap().to_string();
+    let calls = [
+        ("b1", "read_file", json!({"path": b})),
+        ("c1", "read_file", json!({"path": c})),
+    ];
+    let results = tool_turn(&mut editor, &server, &session, &calls).await;
+    assert!(result(&results, "b1").contains("outside the workspace"));
+    for method in ["tandem/loadSession", "tandem/forkSession"] {
+        let answer = editor
+            .request(
+                method,
+                json!({"sessionId": session, "additionalDirectories": ["relative/dir"]}),
+            )
+            .await;
+        assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("additionalDirectories[0]"), "{answer}");
+    }
+    let closed = editor
+        .request("tandem/closeSession", json!({"sessionId": session}))
+        .await;
+    assert_eq!(closed["result"], json!({}), "{closed}");
+    let loaded = editor
+        .request(
+            "tandem/loadSession",
+            json!({"sessionId": session, "additionalDirectories": [more.path()]}),
+        )
+        .await;
+    assert!(loaded["result"].is_object(), "{loaded}");
+    // This turn's results come last in the history.
+    let results = tool_turn(&mut editor, &server, &session, &calls).await;
+    let (b_now, c_now) = (&results[results.len() - 2].1, &results[results.len() - 1].1);
+    assert!(b_now.contains("beta needle"), "{b_now}");
+    assert!(c_now.contains("outside the workspace"), "{c_now}");
+    let forked = editor
+        .request(
+            "tandem/forkSession",
+            json!({"sessionId": session, "additionalDirectories": [other.path()]}),
+        )
+        .await;
+    let fork = forked["result"]["sessionId"].as_str().unwrap().to_string();
+    let results = tool_turn(&mut editor, &server, &fork, &calls).await;
+    let (b_now, c_now) = (&results[results.len() - 2].1, &results[results.len() - 1].1);
+    assert!(b_now.contains("outside the workspace"), "{b_now}");
+    assert!(c_now.contains("gamma needle"), "{c_now}");
+    let header = &editor.log_lines(&fork)[0];
+    assert_eq!(
+        header["workspace"][1],
+        json!(other.path().canonicalize().unwrap()),
+        "{header}"
+    );
+}
+
+#[tokio::test]
+async fn lsp_load_and_fork_take_additional_directories() {
+    roots_given_on_load_and_fork(EditorOptions::default()).await;
+}
+
+#[tokio::test]
+async fn lsp_attach_load_and_fork_take_additional_directories() {
+    let home = Arc::new(tempfile::tempdir().unwrap());
+    let _stop = StopOnDrop(home.path().to_path_buf());
+    roots_given_on_load_and_fork(attach_options(&home)).await;
+}
+
 #[tokio::test]
 async fn lsp_additional_directories_are_roots_that_a_reload_keeps() {
     roots_reach_and_walk(EditorOptions::default()).await;

@@ -8,6 +8,7 @@ import { Review as ReviewClass } from './review';
 import type { Tasks } from './tasks';
 import { SECRET_API_KEY } from './config';
 import { toggleFollow } from './follow';
+import { forkSession } from './fork';
 
 export interface Deps {
   ctx: Ctx;
@@ -64,6 +65,7 @@ export const COMMANDS: Record<string, Factory> = {
     if (name === undefined) return;
     await client.sendRequest(ext.renameSession, { sessionId, title: name });
   },
+  'tandem.forkSession': ({ ctx, chat }) => (messageId?: unknown) => forkSession(ctx, chat, messageId),
   'tandem.followAgent': () => () => toggleFollow(),
   'tandem.setMode': ({ chat }) => async (mode?: unknown) => {
     const m = typeof mode === 'string' ? mode : await vscode.window.showQuickPick([...ext.APPROVAL_MODES], { title: 'tandem: approval mode' });

@@ -66,6 +66,9 @@ export function activate(extCtx: vscode.ExtensionContext): void {
       case 'restoreCheckpoint':
         await restoreCheckpoint(chat, m.messageId);
         break;
+      case 'fork':
+        await vscode.commands.executeCommand('tandem.forkSession', m.messageId);
+        break;
       case 'proposal':
         if (m.action === 'accept') await review.accept(m.toolCallId);
         else if (m.action === 'reject') review.reject(m.toolCallId);

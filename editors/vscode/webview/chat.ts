@@ -195,7 +195,10 @@ function renderItem(item: Item): HTMLElement {
       for (const a of item.attachments) el.append(h('div', { class: 'attachment' }, `📎 ${decodeURIComponent(a.split('/').pop() ?? a)}`));
       const messageId = item.messageId;
       if (messageId) {
-        el.append(button('Restore checkpoint', () => vscode.postMessage({ type: 'restoreCheckpoint', messageId }), 'secondary restore'));
+        el.append(
+          button('Restore checkpoint', () => vscode.postMessage({ type: 'restoreCheckpoint', messageId }), 'secondary restore'),
+          button('Fork from here', () => vscode.postMessage({ type: 'fork', messageId }), 'secondary fork'),
+        );
       }
       return el;
     }

@@ -3,13 +3,14 @@
 //! up to the user message `_meta.tandem.messageId` names when given (ACP's
 //! request has no field for it), ready for prompts without a replay.
 //!
-//! Invariant: the original session is untouched; the answer is
+//! `additionalDirectories` are roots after the original's (kept in the
+//! fork's log). Invariant: the original session is untouched; the answer is
 //! `session/new`'s shape for the fork.
 
 use serde_json::{json, Value};
 
 use super::modes::session_state;
-use super::session::{absolute_cwd, bad, instructions_meta, mcp_servers_param, Agent};
+use super::session::{absolute_cwd, bad, instructions_meta, mcp_servers_param, more_roots, Agent};
 use super::wire::{daemon_error, string_param};
 
 /// The user message a fork starts before (`_meta.tandem.messageId`), if
@@ -31,9 +32,10 @@ impl Agent {
         absolute_cwd(params).map_err(|e| bad(rid, e))?;
         let mcp_servers = mcp_servers_param(params).map_err(|e| bad(rid, e))?;
         let message_id = fork_message_id(params).map_err(|e| bad(rid, e))?;
+        let more = more_roots(params).map_err(|e| bad(rid, e))?;
         let fork = self
             .daemon
-            .fork_session(&self.editor, session_id, message_id.as_deref())
+            .fork_session_in(&self.editor, session_id, message_id.as_deref(), more)
             .map_err(|e| daemon_error(rid, e))?;
         self.daemon
             .add_mcp_servers(&fork.id, &mcp_servers)

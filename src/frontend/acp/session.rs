@@ -105,9 +105,7 @@ impl Agent {
     fn new_session(&self, params: &Value, rid: &Value) -> Reply {
         let cwd = absolute_cwd(params).map_err(|e| bad(rid, e))?;
         let mcp_servers = mcp_servers_param(params).map_err(|e| bad(rid, e))?;
-        let more = acp_additional_directories(params)
-            .and_then(|dirs| additional_roots(&dirs))
-            .map_err(|e| bad(rid, e))?;
+        let more = more_roots(params).map_err(|e| bad(rid, e))?;
         let session = self
             .daemon
             .new_session_in(
@@ -132,19 +130,21 @@ impl Agent {
 
     /// `session/load` replays the history as `session/update`s before its
     /// result; `session/resume` reattaches without replay. The session
-    /// keeps the folder it was created in (`cwd` is checked, not used).
+    /// keeps the folder it was created in (`cwd` is checked, not used);
+    /// `additionalDirectories` are roots after its logged ones.
     fn load(&self, params: &Value, rid: &Value, resume: bool) -> Reply {
         let session_id = string_param(params, "sessionId").map_err(|e| bad(rid, e))?;
         if params.get("cwd").is_some() {
             absolute_cwd(params).map_err(|e| bad(rid, e))?;
         }
         let mcp_servers = mcp_servers_param(params).map_err(|e| bad(rid, e))?;
+        let more = more_roots(params).map_err(|e| bad(rid, e))?;
         let loaded = if resume {
             self.sink.muted(session_id, || {
-                self.daemon.load_session(&self.editor, session_id)
+                self.daemon.load_session_in(&self.editor, session_id, more)
             })
         } else {
-            self.daemon.load_session(&self.editor, session_id)
+            self.daemon.load_session_in(&self.editor, session_id, more)
         };
         let (session, events) = loaded.map_err(|e| daemon_error(rid, e))?;
         self.daemon
@@ -453,6 +453,12 @@ pub(super) fn mcp_servers_param(
         None | Some(Value::Null) => Ok(Default::default()),
         Some(list) => crate::frontend::mcp_servers::acp_mcp_servers(list),
     }
+}
+
+/// ACP's `additionalDirectories` of `session/new`, `load`, `resume` and
+/// `fork` as roots, or the `-32602` message naming the first bad one.
+pub(super) fn more_roots(params: &Value) -> Result<Vec<PathBuf>, String> {
+    acp_additional_directories(params).and_then(|dirs| additional_roots(&dirs))
 }
 
 pub(super) fn bad(rid: &Value, message: String) -> Value {

@@ -544,12 +544,15 @@ impl Backend {
     /// message, loaded without a replay.
     async fn fork_session(&self, params: ForkSessionParams) -> Result<ForkSessionResult> {
         guarded("tandem/forkSession", async move {
+            let more =
+                additional_roots(&params.additional_directories).map_err(Error::invalid_params)?;
             let fork = self
                 .daemon
-                .fork_session(
+                .fork_session_in(
                     &self.client,
                     &params.session_id,
                     params.message_id.as_deref(),
+                    more,
                 )
                 .map_err(daemon_error)?;
             Ok(ForkSessionResult {
@@ -646,9 +649,11 @@ impl Backend {
 
     async fn load_session(&self, params: LoadSessionParams) -> Result<LoadSessionResult> {
         guarded("tandem/loadSession", async move {
+            let more =
+                additional_roots(&params.additional_directories).map_err(Error::invalid_params)?;
             let (session, events) = self
                 .daemon
-                .load_session(&self.client, &params.session_id)
+                .load_session_in(&self.client, &params.session_id, more)
                 .map_err(daemon_error)?;
             let replayed = events
                 .iter()

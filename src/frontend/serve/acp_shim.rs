@@ -302,24 +302,24 @@ impl Shim {
 
     /// Attaches to `session_id`; the load (or new session) request `id` is
     /// answered once the replay is out.
-    fn attach(&self, id: Value, session_id: &str, replay: bool) {
+    /// `dirs`: the roots `session/load` or `session/resume` adds.
+    fn attach(&self, id: Value, session_id: &str, replay: bool, dirs: &[String]) {
+        let mut params = json!({"sessionId": session_id, "replay": replay});
+        if !dirs.is_empty() {
+            params["additionalDirectories"] = json!(dirs);
+        }
         self.relay.request(
             Ours::Attach {
                 load: Some(id),
                 done: None,
             },
-            json!({"jsonrpc": "2.0", "method": "tandem/attachSession",
-                   "params": {"sessionId": session_id, "replay": replay}}),
+            json!({"jsonrpc": "2.0", "method": "tandem/attachSession", "params": params}),
         );
     }
 
     async fn new_session(&self, id: Option<Value>, params: &Value) {
         let Some(id) = id else { return };
-        let checked = absolute_cwd(params).and_then(|cwd| {
-            let dirs = acp_additional_directories(params)?;
-            additional_roots(&dirs)?;
-            Ok((cwd, dirs))
-        });
+        let checked = absolute_cwd(params).and_then(|cwd| Ok((cwd, checked_directories(params)?)));
         let (cwd, dirs) = match checked {
             Ok(checked) => checked,
             Err(e) => return self.fail(&Some(id), -32602, &e),
@@ -340,7 +340,7 @@ impl Shim {
         self.fetch_tasks(session_id, &cwd).await;
         self.state.made(session_id);
         // No replay (there is nothing yet); `tandem/attached` answers.
-        self.attach(id, session_id, false);
+        self.attach(id, session_id, false, &[]);
     }
 
     /// The client's `mcpServers` for `session_id` (`tandem/addMcpServers`);
@@ -372,14 +372,18 @@ impl Shim {
     /// `tandem/attached` answers with the fork's id.
     async fn fork(&self, id: Option<Value>, params: &Value) {
         let Some(id) = id else { return };
-        let checked = absolute_cwd(params).and_then(|cwd| Ok((cwd, fork_message_id(params)?)));
-        let (cwd, message_id) = match checked {
+        let checked = absolute_cwd(params)
+            .and_then(|cwd| Ok((cwd, fork_message_id(params)?, checked_directories(params)?)));
+        let (cwd, message_id, dirs) = match checked {
             Ok(checked) => checked,
             Err(e) => return self.fail(&Some(id), -32602, &e),
         };
         let mut fork = json!({"sessionId": params["sessionId"]});
         if let Some(message_id) = message_id {
             fork["messageId"] = json!(message_id);
+        }
+        if !dirs.is_empty() {
+            fork["additionalDirectories"] = json!(dirs);
         }
         let Some(answer) = self.relay.call("tandem/forkSession", fork).await else {
             return self.fail(&Some(id), -32603, "the serve did not answer");
@@ -395,7 +399,7 @@ impl Shim {
         self.add_folder(&cwd).await;
         self.fetch_tasks(session_id, &cwd).await;
         self.state.made(session_id);
-        self.attach(id, session_id, false);
+        self.attach(id, session_id, false, &[]);
     }
 
     async fn load(&self, id: Option<Value>, params: &Value, replay: bool) {
@@ -416,13 +420,17 @@ impl Shim {
                 Err(e) => return self.fail(&Some(id), -32602, &e),
             }
         }
+        let dirs = match checked_directories(params) {
+            Ok(dirs) => dirs,
+            Err(e) => return self.fail(&Some(id), -32602, &e),
+        };
         let Some(id) = self.add_mcp_servers(id, session_id, params).await else {
             return;
         };
         if replay {
             self.state.replaying(session_id);
         }
-        self.attach(id, session_id, replay);
+        self.attach(id, session_id, replay, &dirs);
     }
 
     async fn list(&self, id: Option<Value>, params: &Value) {
@@ -472,6 +480,14 @@ impl Shim {
         }
         self.relay_request(id, "tandem/runTask", task, prompt_answer);
     }
+}
+
+/// ACP's `additionalDirectories`, each checked to be a directory here
+/// too, so a bad one is refused before anything reaches the serve.
+fn checked_directories(params: &Value) -> Result<Vec<String>, String> {
+    let dirs = acp_additional_directories(params)?;
+    additional_roots(&dirs)?;
+    Ok(dirs)
 }
 
 /// `tandem/newSession` for ACP's `session/new`: the folder, and the

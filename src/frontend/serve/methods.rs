@@ -533,9 +533,12 @@ fn register_tandem(
     })?;
     module.register_blocking_method("tandem/loadSession", |params, ctx, ext| {
         let params: LoadSessionParams = parse(&params)?;
+        let more =
+            crate::frontend::additional_roots::additional_roots(&params.additional_directories)
+                .map_err(invalid_params)?;
         let (session, events) = ctx
             .daemon
-            .load_session(&ctx.hub.client(conn(&ext)), &params.session_id)
+            .load_session_in(&ctx.hub.client(conn(&ext)), &params.session_id, more)
             .map_err(daemon_error)?;
         let replayed = events
             .iter()
@@ -604,6 +607,14 @@ async fn attach_session(
         }
     };
     let session_id = params.session_id.clone();
+    let more =
+        match crate::frontend::additional_roots::additional_roots(&params.additional_directories) {
+            Ok(more) => more,
+            Err(e) => {
+                pending.reject(invalid_params(e)).await;
+                return Ok(());
+            }
+        };
     let conn = conn(&ext);
     // Registered before the log is read: whatever is logged from now on
     // reaches the channel, whatever was logged before is in the read.
@@ -622,7 +633,7 @@ async fn attach_session(
     }
     let daemon = ctx.daemon.clone();
     let id = session_id.clone();
-    let loaded = tokio::task::spawn_blocking(move || daemon.load_session(&client, &id))
+    let loaded = tokio::task::spawn_blocking(move || daemon.load_session_in(&client, &id, more))
         .await
         .unwrap_or_else(|e| Err(DaemonError::Storage(format!("loading panicked: {e}"))));
     let (mode, instructions, model_state, events) = match loaded {

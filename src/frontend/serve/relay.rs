@@ -280,16 +280,24 @@ impl Relay {
         .await;
     }
 
-    /// Attaches to `session_id`; `load` is the editor's request to answer
-    /// when the replay ends.
-    pub fn attach(&self, session_id: &Value, load: Option<Value>) {
-        if let Some(id) = session_id.as_str() {
+    /// Attaches to the session of a `tandem/loadSession`'s `params` (its
+    /// `additionalDirectories` go along; the serve checks them); `load` is
+    /// the editor's request to answer when the replay ends.
+    pub fn attach_load(&self, params: &Value, load: Value) {
+        let mut attach = json!({"sessionId": params["sessionId"]});
+        if let Some(dirs) = params.get("additionalDirectories") {
+            attach["additionalDirectories"] = dirs.clone();
+        }
+        self.attach_with(attach, Some(load));
+    }
+
+    fn attach_with(&self, params: Value, load: Option<Value>) {
+        if let Some(id) = params["sessionId"].as_str() {
             self.state().attached.insert(id.to_string());
         }
         self.request(
             Ours::Attach { load, done: None },
-            json!({"jsonrpc": "2.0", "method": "tandem/attachSession",
-                   "params": {"sessionId": session_id}}),
+            json!({"jsonrpc": "2.0", "method": "tandem/attachSession", "params": params}),
         );
     }
 

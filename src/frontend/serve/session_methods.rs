@@ -52,11 +52,18 @@ async fn fork_session(
     ext: jsonrpsee::Extensions,
 ) -> RpcResult<ForkSessionResult> {
     let params: ForkSessionParams = parse(&params)?;
+    let more = crate::frontend::additional_roots::additional_roots(&params.additional_directories)
+        .map_err(|e| ErrorObjectOwned::owned(-32602, e, None::<()>))?;
     let daemon = ctx.daemon.clone();
     let client = ctx.hub.client(conn(&ext));
     // Reading and writing whole logs: off the serve's one thread.
     let fork = tokio::task::spawn_blocking(move || {
-        daemon.fork_session(&client, &params.session_id, params.message_id.as_deref())
+        daemon.fork_session_in(
+            &client,
+            &params.session_id,
+            params.message_id.as_deref(),
+            more,
+        )
     })
     .await
     .map_err(|e| ErrorObjectOwned::owned(-32603, format!("fork panicked: {e}"), None::<()>))?

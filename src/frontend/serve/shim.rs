@@ -97,7 +97,7 @@ where
                 relay.to_editor(&json!({"jsonrpc": "2.0", "id": id, "result": null}));
             }
             (Some("tandem/loadSession"), Some(id)) => {
-                relay.attach(&message["params"]["sessionId"], Some(id));
+                relay.attach_load(&message["params"], id);
             }
             (Some("tandem/newSession"), Some(id)) => {
                 relay.new_session(id, message).await;

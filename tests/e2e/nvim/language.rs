@@ -197,3 +197,84 @@ end, 'the buffers tandem loaded to be unloaded', 5000)
          that answers textDocument/definition is attached to notes.txt)."
     );
 }
+
+/// Issue 27: `tandem/diagnosticsChanged` carries the version the server
+/// published the diagnostics for, not the buffer's version when they
+/// arrive (the daemon waits for the patched version's). The server is an
+/// in-process one whose publishes the test times; without a version, the
+/// buffer's is reported, as before.
+#[tokio::test]
+async fn diagnostics_changed_carries_the_version_the_server_published_for() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    let ws = Workspace::new();
+    ws.write("a.txt", "one\n");
+    let body = r#"
+T.setup()
+vim.cmd('edit ' .. T.path('a.txt'))
+local buf = vim.api.nvim_get_current_buf()
+local client = require('tandem.client')
+client.start()
+client.attach(buf)
+T.wait(function()
+  local c = client.get()
+  return c and client.ready() and vim.lsp.buf_is_attached(buf, c.id)
+end, 'tandem to attach')
+local sent = {}
+local c = client.get()
+local notify = c.notify
+c.notify = function(self, method, params)
+  if method == 'tandem/diagnosticsChanged' then
+    table.insert(sent, params)
+  end
+  return notify(self, method, params)
+end
+local to_nvim
+vim.lsp.start({
+  name = 'stale-server',
+  cmd = function(dispatchers)
+    to_nvim = dispatchers
+    return {
+      request = function(method, _, callback)
+        callback(nil, method == 'initialize' and { capabilities = { textDocumentSync = 1 } } or vim.NIL)
+        return true, 1
+      end,
+      notify = function() return true end,
+      is_closing = function() return false end,
+      terminate = function() end,
+    }
+  end,
+  root_dir = TEST.root,
+}, { bufnr = buf })
+T.wait(function() return #vim.lsp.get_clients({ bufnr = buf, name = 'stale-server' }) > 0 end, 'the server')
+local opened = vim.lsp.util.buf_versions[buf]
+vim.api.nvim_buf_set_lines(buf, 0, -1, false, { 'two' })
+vim.api.nvim_buf_set_lines(buf, 0, -1, false, { 'three' })
+local range = { start = { line = 0, character = 0 }, ['end'] = { line = 0, character = 3 } }
+local function publish(version, message)
+  to_nvim.notification('textDocument/publishDiagnostics', {
+    uri = vim.uri_from_bufnr(buf), version = version,
+    diagnostics = { { range = range, message = message, severity = 1 } },
+  })
+end
+publish(opened, 'for the opened text')
+T.wait(function() return #sent >= 1 end, 'the first report')
+publish(nil, 'without a version')
+T.wait(function() return #sent >= 2 end, 'the second report')
+T.put('opened', opened)
+T.put('now', vim.lsp.util.buf_versions[buf])
+T.put('reported', { sent[1].version, sent[2].version })
+T.put('messages', { sent[1].diagnostics[1].message, sent[2].diagnostics[1].message })
+"#;
+    let got = run(&ws, &config(&server, "auto"), body).await;
+    let opened = got.get("opened").as_i64().unwrap();
+    let now = got.get("now").as_i64().unwrap();
+    assert!(now > opened, "the buffer moved on: {opened} → {now}");
+    assert_eq!(got.get("reported"), &json!([opened, now]));
+    assert_eq!(
+        got.get("messages"),
+        &json!(["for the opened text", "without a version"])
+    );
+}

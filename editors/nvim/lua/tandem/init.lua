@@ -198,6 +198,7 @@ local function create_autocmds()
       client.attach(args.buf)
     end,
   })
+  language.record_versions()
   vim.api.nvim_create_autocmd('DiagnosticChanged', {
     group = group,
     desc = "tandem: tell the daemon the buffer's diagnostics, so it can check its edits",

@@ -3,7 +3,8 @@
 -- `tandem/references` (textDocument/* over the buffer's attached clients,
 -- never tandem itself) and `tandem/workspaceSymbols` (workspace/symbol),
 -- and reports every DiagnosticChanged as `tandem/diagnosticsChanged` with
--- the buffer's version, so the daemon can check its edits.
+-- the version the server published them for (the buffer's when unknown),
+-- so the daemon can check its edits.
 --
 -- Positions arrive and leave in tandem's negotiated encoding; each server
 -- is asked in its own. A file that is not loaded is loaded invisibly
@@ -198,7 +199,65 @@ local function lsp_diagnostics(buf, encoding)
   return out
 end
 
+-- The document version the diagnostics being stored are for, by buffer,
+-- while Neovim's own handler stores them: `vim.diagnostic.set` fires
+-- DiagnosticChanged (and so `M.report`) before the handler returns.
+-- Neovim 0.11 keeps no version with the diagnostics it stores (neither in
+-- the diagnostic nor in the namespace's metadata), so the plugin wraps the
+-- two handlers to see it: a push's `params.version`, a pull's
+-- `ctx.version` (the buffer's version when the request was sent).
+local storing = {}
+
+local function recording(method, version_and_buf)
+  local original = vim.lsp.handlers[method]
+  if not original then
+    return
+  end
+  vim.lsp.handlers[method] = function(err, result, ctx, config)
+    local version, buf = version_and_buf(result, ctx)
+    if not (version and buf and buf > 0) then
+      return original(err, result, ctx, config)
+    end
+    storing[buf] = version
+    local ok, out = pcall(original, err, result, ctx, config)
+    storing[buf] = nil
+    if not ok then
+      error(out, 0)
+    end
+    return out
+  end
+end
+
+local recorded = false
+
+--- Wraps Neovim's diagnostics handlers (once) to learn the version each
+--- report is for. A client with its own `handlers` for them bypasses this:
+--- its reports carry the buffer's version, as before.
+function M.record_versions()
+  if recorded then
+    return
+  end
+  recorded = true
+  recording('textDocument/publishDiagnostics', function(params, _)
+    if type(params) ~= 'table' or type(params.version) ~= 'number' or not params.uri then
+      return nil
+    end
+    return params.version, vim.fn.bufnr(vim.uri_to_fname(params.uri))
+  end)
+  recording('textDocument/diagnostic', function(result, ctx)
+    if type(result) ~= 'table' or type(ctx.version) ~= 'number' then
+      return nil
+    end
+    return ctx.version, ctx.bufnr
+  end)
+end
+
+--- The version a buffer's diagnostics are for: the one the server
+--- published them for while they are stored, else the buffer's own.
 local function version_of(buf)
+  if storing[buf] then
+    return storing[buf]
+  end
   local versions = vim.lsp.util.buf_versions
   return versions and versions[buf] or vim.api.nvim_buf_get_changedtick(buf)
 end

@@ -19,7 +19,8 @@ export type FromWebview =
   | { type: 'permission'; requestId: string; optionId: PermissionOptionId | 'cancelled' }
   | { type: 'answer'; requestId: string; answers: Record<string, string> | null }
   | { type: 'proposal'; toolCallId: string; action: 'accept' | 'reject' | 'preview' | 'diff' }
-  | { type: 'restoreCheckpoint'; messageId: string };
+  | { type: 'restoreCheckpoint'; messageId: string }
+  | { type: 'fork'; messageId: string };
 
 /** Extension -> webview. */
 export type ToWebview =
