@@ -29,6 +29,7 @@ pub(crate) mod mapping;
 pub(crate) mod modes;
 pub(crate) mod rewind_command;
 pub(crate) mod session;
+pub(crate) mod session_updates;
 pub(crate) mod terminal;
 pub(crate) mod wire;
 
