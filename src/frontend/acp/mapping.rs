@@ -137,14 +137,6 @@ pub(crate) fn acp_updates_of(update: Value) -> Vec<Value> {
     }
 }
 
-/// ACP's tool kinds have no `mcp`: an MCP tool's call is `other` there
-/// (its server and tool go under `_meta.tandem.mcp`).
-pub(crate) fn acp_tool_kind(kind: &mut Value) {
-    if kind == "mcp" {
-        *kind = json!("other");
-    }
-}
-
 /// ACP's stop reasons are fewer than tandem's: the closest one, and
 /// tandem's own when it says more (for `_meta.tandem.stopReason`). An
 /// `error` turn becomes a JSON-RPC error instead.

@@ -27,6 +27,7 @@ pub(crate) mod facilities;
 pub(crate) mod fork;
 pub(crate) mod mapping;
 pub(crate) mod modes;
+pub(crate) mod permission;
 pub(crate) mod rewind_command;
 pub(crate) mod session;
 pub(crate) mod session_updates;
