@@ -47,9 +47,7 @@ pub(super) fn request_params(request: &PermissionRequest) -> acp::RequestPermiss
 /// the same fields, read into the schema's type, so a kind ACP lacks
 /// (`mcp`) goes out as `other`.
 pub(crate) fn from_tandem(params: &mut serde_json::Value) {
-    match acp::RequestPermissionRequest::deserialize(&*params)
-        .and_then(|request| serde_json::to_value(request))
-    {
+    match acp::RequestPermissionRequest::deserialize(&*params).and_then(serde_json::to_value) {
         Ok(acp) => *params = acp,
         Err(e) => tracing::warn!("a permission request ACP's schema does not read: {e}"),
     }
