@@ -314,6 +314,11 @@ pub enum ToolCallContent {
         old_text: Option<String>,
         new_text: String,
     },
+    /// A command running in the ACP client's own terminal.
+    #[serde(rename_all = "camelCase")]
+    Terminal {
+        terminal_id: String,
+    },
 }
 
 /// A place a tool call touches (ACP's `ToolCallLocation`): an absolute

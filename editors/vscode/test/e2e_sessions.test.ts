@@ -40,6 +40,12 @@ test('sessions are listed by title, renamed, and the agent is followed to the li
     await wb.command('tandem: Rename Session…');
     const input = wb.page.locator('.quick-input-widget input');
     await input.waitFor();
+    // The palette's own text (`>tandem: Rename Session…`) stays in the same
+    // widget until the command's input box replaces it: wait for that.
+    const deadline = Date.now() + 30_000;
+    while ((await input.inputValue()).startsWith('>') && Date.now() < deadline) {
+      await wb.page.waitForTimeout(100);
+    }
     assert.equal(await input.inputValue(), 'Fix the parser please', 'the current title is offered');
     await input.fill('Parser work');
     await wb.page.keyboard.press('Enter');

@@ -102,7 +102,13 @@ impl ClientBridge for AcpClient {
         request: PermissionRequest,
         cancel: &CancellationToken,
     ) -> BridgeOutcome<PermissionAnswer> {
-        self.outgoing.request_permission(request, cancel).await
+        let params = serde_json::to_value(super::permission::request_params(&request))
+            .unwrap_or(Value::Null);
+        let answer = self
+            .outgoing
+            .request("session/request_permission", params, cancel)
+            .await;
+        crate::frontend::lsp::outgoing::permission_answer(answer)
     }
 
     async fn request_user_input(

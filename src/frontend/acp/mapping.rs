@@ -8,18 +8,18 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use serde_json::{json, Map, Value};
+use serde::Deserialize;
+use serde_json::{json, Value};
 
 use super::model_options::ConfigStates;
+use super::session_updates;
 use crate::core::log::{EventSink, LoggedEvent};
 use crate::core::output_budget::OutputBudget;
 use crate::frontend::coalesce::is_chunk;
 use crate::frontend::lsp::OutboundQueue;
 use crate::frontend::updates::session_update;
+use crate::protocol;
 use crate::vocab::event::{Event, StopReason};
-
-/// Fields of tandem's `tool_call_update` that ACP does not have.
-const TANDEM_ONLY_FIELDS: [&str; 3] = ["waitingFor", "outputDelta", "mcp"];
 
 /// Turns session events into ACP `session/update` notifications.
 pub(super) struct AcpSink {
@@ -68,8 +68,10 @@ pub(crate) fn update_message(session_id: &str, update: Value) -> Value {
 /// The `session/update` body of a streamed chunk, made when the stdout
 /// writer writes it (so the chunks queued behind a slow client merge).
 pub(super) fn chunk_notification(session_id: &str, event: &LoggedEvent) -> Option<Vec<u8>> {
-    let update = acp_updates(&event.event).into_iter().next()?;
-    serde_json::to_vec(&update_message(session_id, update)).ok()
+    let update = session_updates::acp_updates(session_update(&event.event)?)
+        .into_iter()
+        .next()?;
+    serde_json::to_vec(&session_updates::UpdateMessage::new(session_id, update)).ok()
 }
 
 impl AcpSink {
@@ -125,79 +127,38 @@ pub(super) fn acp_updates(event: &Event) -> Vec<Value> {
     let Some(update) = session_update(event) else {
         return Vec::new();
     };
-    match serde_json::to_value(&update) {
-        Ok(update) => acp_updates_of(update),
-        Err(e) => {
-            tracing::error!("cannot serialize an ACP update: {e}");
-            Vec::new()
-        }
+    if let protocol::SessionUpdate::Usage { .. } = update {
+        // ACP's `usage_update` (with the context in use), built beside the
+        // model's config options.
+        return serde_json::to_value(&update)
+            .ok()
+            .and_then(|u| super::model_options::usage_update(&u))
+            .into_iter()
+            .collect();
     }
+    session_updates::acp_updates(update)
+        .iter()
+        .filter_map(session_updates::update_value)
+        .collect()
 }
 
 /// The ACP updates of one `tandem/update`'s `update` (none for tandem-only
 /// kinds): what `tandem acp` sends for an event, and `tandem acp --attach`
 /// for the serve's update of it.
-pub(crate) fn acp_updates_of(mut update: Value) -> Vec<Value> {
-    match update["sessionUpdate"].as_str().unwrap_or_default() {
-        // ACP streams the user's message as chunks, each with its id.
-        "user_message" => {
-            let id = update["messageId"].clone();
-            return update["content"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|block| {
-                    json!({"sessionUpdate": "user_message_chunk", "content": block, "messageId": id})
-                })
-                .collect();
+pub(crate) fn acp_updates_of(update: Value) -> Vec<Value> {
+    match protocol::SessionUpdate::deserialize(&update) {
+        Ok(protocol::SessionUpdate::Usage { .. }) => super::model_options::usage_update(&update)
+            .into_iter()
+            .collect(),
+        Ok(update) => session_updates::acp_updates(update)
+            .iter()
+            .filter_map(session_updates::update_value)
+            .collect(),
+        // Not one of the serve's own updates: passed on as it came.
+        Err(e) => {
+            tracing::warn!("an update the ACP mapping does not know ({e}): {update}");
+            vec![update]
         }
-        // ACP's name for it.
-        "session_info" => {
-            update["sessionUpdate"] = json!("session_info_update");
-            return vec![update];
-        }
-        "usage" => {
-            return super::model_options::usage_update(&update)
-                .into_iter()
-                .collect()
-        }
-        "input_status"
-        | "current_model_update"
-        | "turn_end"
-        | "agent_message_reset"
-        | "context_compacted"
-        | "" => return Vec::new(),
-        _ => {}
-    }
-    if let Some(kind) = update.get_mut("kind") {
-        acp_tool_kind(kind);
-    }
-    move_to_meta(&mut update, &TANDEM_ONLY_FIELDS);
-    // A mode's `config_option_update` follows from `ConfigStates::follow`.
-    vec![update]
-}
-
-/// ACP's tool kinds have no `mcp`: an MCP tool's call is `other` there
-/// (its server and tool go under `_meta.tandem.mcp`).
-pub(crate) fn acp_tool_kind(kind: &mut Value) {
-    if kind == "mcp" {
-        *kind = json!("other");
-    }
-}
-
-/// Moves `fields` of `object` under `_meta.tandem`.
-pub(super) fn move_to_meta(object: &mut Value, fields: &[&str]) {
-    let Some(map) = object.as_object_mut() else {
-        return;
-    };
-    let mut tandem = Map::new();
-    for field in fields {
-        if let Some(value) = map.remove(*field) {
-            tandem.insert((*field).to_string(), value);
-        }
-    }
-    if !tandem.is_empty() {
-        map.insert("_meta".to_string(), json!({"tandem": tandem}));
     }
 }
 
@@ -282,13 +243,14 @@ mod tests {
 
     #[test]
     fn tandem_only_fields_move_under_meta() {
-        let mut update = json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1",
-                                "waitingFor": "permission"});
-        move_to_meta(&mut update, &TANDEM_ONLY_FIELDS);
+        let update = json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1",
+                            "waitingFor": "permission"});
         assert_eq!(
-            update,
-            json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1",
-                   "_meta": {"tandem": {"waitingFor": "permission"}}})
+            acp_updates_of(update),
+            vec![
+                json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1",
+                        "_meta": {"tandem": {"waitingFor": "permission"}}})
+            ]
         );
     }
 }

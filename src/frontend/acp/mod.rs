@@ -29,8 +29,10 @@ pub(crate) mod fork;
 pub(crate) mod mapping;
 pub(crate) mod model_options;
 pub(crate) mod modes;
+pub(crate) mod permission;
 pub(crate) mod rewind_command;
 pub(crate) mod session;
+pub(crate) mod session_updates;
 pub(crate) mod terminal;
 pub(crate) mod wire;
 

@@ -250,32 +250,7 @@ impl ClientBridge for Outgoing {
             "toolCall": permission_tool_call(&request, self.permission_method),
             "options": options,
         });
-        match self.request(self.permission_method, params, cancel).await {
-            BridgeOutcome::Answered(result) => {
-                let outcome = &result["outcome"];
-                if outcome["outcome"] == "cancelled" {
-                    return BridgeOutcome::Cancelled;
-                }
-                match outcome["optionId"]
-                    .as_str()
-                    .and_then(PermissionChoice::from_option_id)
-                {
-                    Some(choice) => BridgeOutcome::Answered(PermissionAnswer {
-                        choice,
-                        reason: outcome["reason"]
-                            .as_str()
-                            .map(str::trim)
-                            .filter(|r| !r.is_empty())
-                            .map(str::to_string),
-                    }),
-                    None => BridgeOutcome::Unavailable(format!(
-                        "the editor answered with an unknown permission outcome: {result}"
-                    )),
-                }
-            }
-            BridgeOutcome::Cancelled => BridgeOutcome::Cancelled,
-            BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
-        }
+        permission_answer(self.request(self.permission_method, params, cancel).await)
     }
 
     async fn request_user_input(
@@ -365,6 +340,38 @@ impl ClientBridge for Outgoing {
         cancel: &CancellationToken,
     ) -> BridgeOutcome<LanguageAnswer<Symbol>> {
         self.ask_workspace_symbols(query, cancel).await
+    }
+}
+
+/// What the editor's answer to a permission request (ACP's
+/// `RequestPermissionResponse`, or `tandem/requestPermission`'s twin) means:
+/// the chosen option, with the user's optional `reason`.
+pub(crate) fn permission_answer(outcome: BridgeOutcome<Value>) -> BridgeOutcome<PermissionAnswer> {
+    match outcome {
+        BridgeOutcome::Answered(result) => {
+            let outcome = &result["outcome"];
+            if outcome["outcome"] == "cancelled" {
+                return BridgeOutcome::Cancelled;
+            }
+            match outcome["optionId"]
+                .as_str()
+                .and_then(PermissionChoice::from_option_id)
+            {
+                Some(choice) => BridgeOutcome::Answered(PermissionAnswer {
+                    choice,
+                    reason: outcome["reason"]
+                        .as_str()
+                        .map(str::trim)
+                        .filter(|r| !r.is_empty())
+                        .map(str::to_string),
+                }),
+                None => BridgeOutcome::Unavailable(format!(
+                    "the editor answered with an unknown permission outcome: {result}"
+                )),
+            }
+        }
+        BridgeOutcome::Cancelled => BridgeOutcome::Cancelled,
+        BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
     }
 }
 

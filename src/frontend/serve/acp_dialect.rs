@@ -211,9 +211,7 @@ impl Acp {
             }
             Some("tandem/requestPermission") => {
                 message["method"] = json!("session/request_permission");
-                crate::frontend::acp::mapping::acp_tool_kind(
-                    &mut message["params"]["toolCall"]["kind"],
-                );
+                crate::frontend::acp::permission::from_tandem(&mut message["params"]);
                 vec![message]
             }
             Some("tandem/requestUserInput") => {
