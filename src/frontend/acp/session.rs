@@ -376,8 +376,8 @@ pub(crate) fn initialize_result(home: &Path) -> Value {
             "loadSession": true,
             "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
-            // stdio servers only: no HTTP transport yet (src/mcp).
-            "mcpCapabilities": {"http": false, "sse": false},
+            // stdio and streamable HTTP; not the old HTTP+SSE transport.
+            "mcpCapabilities": {"http": true, "sse": false},
             "_meta": {"tandem": {"sandbox": crate::frontend::sandbox_info::sandbox_capability()}},
         },
         "authMethods": super::auth::auth_methods(home),

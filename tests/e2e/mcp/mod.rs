@@ -11,6 +11,8 @@ use crate::support::client::{Editor, EditorOptions};
 use crate::support::model_server::{openai, ModelServer, RecordedRequest, Reply};
 
 mod faults;
+mod http;
+mod load;
 mod lsp;
 mod serve;
 
