@@ -12,6 +12,7 @@ pub mod exec;
 pub mod exec_command;
 pub mod grep;
 pub mod list_files;
+mod ordered_search;
 pub mod patch;
 pub mod read_file;
 pub mod request_user_input;
