@@ -34,7 +34,9 @@ fn document(n: usize, bytes: usize) -> String {
     let mut text = String::with_capacity(bytes + 64);
     let mut line = 0;
     while text.len() < bytes {
-        text.push_str(&format!("    let value_{n}_{line} = compute({line}, {n});\n"));
+        text.push_str(&format!(
+            "    let value_{n}_{line} = compute({line}, {n});\n"
+        ));
         line += 1;
     }
     text
@@ -85,24 +87,30 @@ async fn main() {
         let text = document(n, kb * 1024);
         text_bytes += text.len() as i64;
         editor
-            .send(&json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
-                "textDocument": {"uri": uri, "languageId": "rust", "version": 1, "text": text}}}))
+            .send(
+                &json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+                "textDocument": {"uri": uri, "languageId": "rust", "version": 1, "text": text}}}),
+            )
             .await;
     }
     let opened = settled_rss(&mut editor, pid).await;
     for uri in &uris {
         editor
-            .send(&json!({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            .send(
+                &json!({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
                 "textDocument": {"uri": uri, "version": 2},
                 "contentChanges": [{"range": {"start": {"line": 3, "character": 4},
-                                              "end": {"line": 3, "character": 4}}, "text": "x"}]}}))
+                                              "end": {"line": 3, "character": 4}}, "text": "x"}]}}),
+            )
             .await;
     }
     let edited = settled_rss(&mut editor, pid).await;
     for uri in &uris {
         editor
-            .send(&json!({"jsonrpc": "2.0", "method": "textDocument/didClose", "params": {
-                "textDocument": {"uri": uri}}}))
+            .send(
+                &json!({"jsonrpc": "2.0", "method": "textDocument/didClose", "params": {
+                "textDocument": {"uri": uri}}}),
+            )
             .await;
     }
     let closed = settled_rss(&mut editor, pid).await;
