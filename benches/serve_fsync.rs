@@ -273,11 +273,13 @@ async fn main() {
             serve.pairs.len()
         );
         if serve.mode == "pool" {
+            // A run alone that the machine stalled makes a pair's growth
+            // negative; the median alone cannot carry the verdict.
             verdict(
                 "pool: B's p99 growth while A fsyncs, median of pairs",
                 &figure,
-                "at most +1 ms",
-                growth <= 1.0,
+                "at most +1 ms, in at least half the pairs",
+                growth <= 1.0 && within * 2 >= serve.pairs.len(),
             );
         } else {
             println!("{}: B's p99 growth, median of pairs: {figure}", serve.mode);

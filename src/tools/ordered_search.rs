@@ -23,11 +23,14 @@ pub enum Flow {
     Stop,
 }
 
-/// Files handed out but not taken yet, beyond which the walk waits for
+/// Files handed to a worker at once: a queue operation per file cost as
+/// much as searching a small file.
+const BATCH: usize = 64;
+/// Batches handed out but not taken yet, beyond which the walk waits for
 /// results: bounds the reorder buffer when one file is slow.
-const MAX_AHEAD: usize = 4096;
-/// Files queued for the workers.
-const QUEUE: usize = 256;
+const MAX_AHEAD: usize = 64;
+/// Batches queued for the workers.
+const QUEUE: usize = 8;
 
 /// Searches each of `files` (in their order) with `search` on `threads`
 /// workers and gives `take` every result in that same order, until the
@@ -44,20 +47,24 @@ where
     T: FnMut(R) -> Flow,
 {
     let stop = AtomicBool::new(false);
-    let (work_tx, work_rx) = mpsc::sync_channel::<(usize, PathBuf)>(QUEUE);
+    let (work_tx, work_rx) = mpsc::sync_channel::<(usize, Vec<PathBuf>)>(QUEUE);
     let work_rx = Mutex::new(work_rx);
-    let (done_tx, done_rx) = mpsc::channel::<(usize, R)>();
+    let (done_tx, done_rx) = mpsc::channel::<(usize, Vec<R>)>();
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
             let done_tx = done_tx.clone();
             let (work_rx, search, stop) = (&work_rx, &search, &stop);
             scope.spawn(move || loop {
                 let next = work_rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
-                let Ok((seq, path)) = next else { return };
-                if stop.load(Ordering::Relaxed) {
-                    return;
+                let Ok((seq, paths)) = next else { return };
+                let mut results = Vec::with_capacity(paths.len());
+                for path in paths {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    results.push(search(path));
                 }
-                if done_tx.send((seq, search(path))).is_err() {
+                if done_tx.send((seq, results)).is_err() {
                     return;
                 }
             });
@@ -65,20 +72,22 @@ where
         drop(done_tx);
         let mut order = Reorder::default();
         let mut issued = 0;
-        for path in files {
+        let mut files = files.peekable();
+        while files.peek().is_some() {
+            let batch: Vec<PathBuf> = files.by_ref().take(BATCH).collect();
             while issued - order.next >= MAX_AHEAD && !order.stopped {
                 match done_rx.recv() {
-                    Ok((seq, result)) => order.put(seq, result, &mut take),
+                    Ok((seq, results)) => order.put(seq, results, &mut take),
                     Err(_) => break,
                 }
             }
-            if order.stopped || work_tx.send((issued, path)).is_err() {
+            if order.stopped || work_tx.send((issued, batch)).is_err() {
                 break;
             }
             issued += 1;
             loop {
                 match done_rx.try_recv() {
-                    Ok((seq, result)) => order.put(seq, result, &mut take),
+                    Ok((seq, results)) => order.put(seq, results, &mut take),
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                 }
             }
@@ -90,18 +99,18 @@ where
             stop.store(true, Ordering::Relaxed);
         }
         drop(work_tx);
-        for (seq, result) in done_rx.iter() {
-            order.put(seq, result, &mut take);
+        for (seq, results) in done_rx.iter() {
+            order.put(seq, results, &mut take);
         }
         order.stopped
     })
 }
 
-/// Results that came before their turn.
+/// Batches of results that came before their turn.
 struct Reorder<R> {
-    /// The sequence number of the next result to take.
+    /// The sequence number of the next batch to take.
     next: usize,
-    early: BTreeMap<usize, R>,
+    early: BTreeMap<usize, Vec<R>>,
     stopped: bool,
 }
 
@@ -116,17 +125,19 @@ impl<R> Default for Reorder<R> {
 }
 
 impl<R> Reorder<R> {
-    fn put(&mut self, seq: usize, result: R, take: &mut impl FnMut(R) -> Flow) {
+    fn put(&mut self, seq: usize, results: Vec<R>, take: &mut impl FnMut(R) -> Flow) {
         if self.stopped {
             return;
         }
-        self.early.insert(seq, result);
-        while let Some(result) = self.early.remove(&self.next) {
+        self.early.insert(seq, results);
+        while let Some(results) = self.early.remove(&self.next) {
             self.next += 1;
-            if take(result) == Flow::Stop {
-                self.stopped = true;
-                self.early.clear();
-                return;
+            for result in results {
+                if take(result) == Flow::Stop {
+                    self.stopped = true;
+                    self.early.clear();
+                    return;
+                }
             }
         }
     }
