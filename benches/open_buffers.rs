@@ -18,6 +18,7 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[allow(dead_code)]
 #[path = "../tests/support/model_server/mod.rs"]
 mod model_server;
 #[path = "common/stdio_editor.rs"]

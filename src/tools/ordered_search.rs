@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, TryRecvError};
+use std::sync::mpsc;
 use std::sync::Mutex;
 
 /// What the taker of results wants next.
@@ -85,11 +85,8 @@ where
                 break;
             }
             issued += 1;
-            loop {
-                match done_rx.try_recv() {
-                    Ok((seq, results)) => order.put(seq, results, &mut take),
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-                }
+            while let Ok((seq, results)) = done_rx.try_recv() {
+                order.put(seq, results, &mut take);
             }
             if order.stopped {
                 break;
