@@ -243,6 +243,9 @@ pub struct ListSessionsParams {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LoadSessionParams {
     pub session_id: String,
+    /// `{mcpServers}` only: the client's MCP servers, given again on load.
+    #[serde(default)]
+    pub config: Option<Value>,
 }
 
 /// `tandem/loadSession` result, sent after the replayed updates.

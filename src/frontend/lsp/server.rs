@@ -646,9 +646,14 @@ impl Backend {
 
     async fn load_session(&self, params: LoadSessionParams) -> Result<LoadSessionResult> {
         guarded("tandem/loadSession", async move {
+            let mcp_servers = crate::frontend::mcp_servers::load_config_mcp_servers(params.config)
+                .map_err(Error::invalid_params)?;
             let (session, events) = self
                 .daemon
                 .load_session(&self.client, &params.session_id)
+                .map_err(daemon_error)?;
+            self.daemon
+                .add_mcp_servers(&session.id, &mcp_servers)
                 .map_err(daemon_error)?;
             let replayed = events
                 .iter()

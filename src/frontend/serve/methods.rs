@@ -533,9 +533,14 @@ fn register_tandem(
     })?;
     module.register_blocking_method("tandem/loadSession", |params, ctx, ext| {
         let params: LoadSessionParams = parse(&params)?;
+        let mcp_servers = crate::frontend::mcp_servers::load_config_mcp_servers(params.config)
+            .map_err(invalid_params)?;
         let (session, events) = ctx
             .daemon
             .load_session(&ctx.hub.client(conn(&ext)), &params.session_id)
+            .map_err(daemon_error)?;
+        ctx.daemon
+            .add_mcp_servers(&session.id, &mcp_servers)
             .map_err(daemon_error)?;
         let replayed = events
             .iter()
