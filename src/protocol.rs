@@ -247,6 +247,9 @@ pub struct LoadSessionParams {
     /// absolute paths), as ACP's `additionalDirectories`; not logged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub additional_directories: Vec<String>,
+    /// `{mcpServers}` only: the client's MCP servers, given again on load.
+    #[serde(default)]
+    pub config: Option<Value>,
 }
 
 /// `tandem/loadSession` result, sent after the replayed updates.

@@ -24,8 +24,13 @@ pub struct McpServerConfig {
     pub cwd: Option<PathBuf>,
     /// An HTTP (streamable) server: its endpoint.
     pub url: Option<String>,
-    /// Header name → the name of the environment variable with its value.
+    /// Header name → the name of the environment variable with its value,
+    /// or a template naming variables as `${NAME}` (`"Bearer ${TOKEN}"`).
     pub headers: BTreeMap<String, String>,
+    /// Header name → its literal value, as an ACP client gives it
+    /// (`mcpServers`' `headers`); never read from a file.
+    #[serde(skip_deserializing)]
+    pub client_headers: BTreeMap<String, String>,
     pub enabled: bool,
     pub startup_timeout_sec: f64,
     pub tool_timeout_sec: f64,
@@ -47,6 +52,7 @@ impl Default for McpServerConfig {
             cwd: None,
             url: None,
             headers: BTreeMap::new(),
+            client_headers: BTreeMap::new(),
             enabled: true,
             startup_timeout_sec: 10.0,
             tool_timeout_sec: 60.0,
@@ -79,6 +85,31 @@ impl McpServerConfig {
         }
     }
 
+    /// The headers an HTTP server is sent: `headers` with their variables
+    /// read through `var` (the daemon's environment), then `client_headers`.
+    /// A variable that is not set is an error naming it.
+    pub fn http_headers(
+        &self,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, String)>, String> {
+        let mut resolved = Vec::new();
+        for (name, spec) in &self.headers {
+            let value = if spec.contains("${") {
+                expand(spec, &var)
+            } else {
+                var(spec.trim()).ok_or_else(|| spec.trim().to_string())
+            };
+            let value = value.map_err(|missing| {
+                format!(
+                    "the header `{name}` names the environment variable `{missing}`, which is not set in tandem's environment"
+                )
+            })?;
+            resolved.push((name.clone(), value));
+        }
+        resolved.extend(self.client_headers.clone());
+        Ok(resolved)
+    }
+
     pub fn startup_timeout(&self) -> Duration {
         secs(self.startup_timeout_sec)
     }
@@ -106,6 +137,24 @@ pub fn valid_server_name(name: &str) -> bool {
         && !name.chars().any(|c| c == '|' || c.is_control())
 }
 
+/// `template` with each `${NAME}` replaced by the variable's value; the
+/// error is the name of a variable that is not set.
+fn expand(template: &str, var: &impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        let name = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        out.push_str(&var(name).ok_or_else(|| name.to_string())?);
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 fn secs(secs: f64) -> Duration {
     Duration::try_from_secs_f64(secs.max(0.001)).unwrap_or(Duration::from_secs(3600))
 }
@@ -130,6 +179,44 @@ mod tests {
         };
         assert!(both.transport().unwrap_err().contains("not both"));
         assert!(McpServerConfig::default().transport().is_err());
+    }
+
+    #[test]
+    fn header_values_come_from_the_environment_never_the_file() {
+        let config = McpServerConfig {
+            url: Some("http://127.0.0.1:1/mcp".into()),
+            headers: BTreeMap::from([
+                ("Authorization".into(), "Bearer ${TOKEN}".into()),
+                ("X-Team".into(), "TEAM".into()),
+            ]),
+            client_headers: BTreeMap::from([("X-Client".into(), "literal".into())]),
+            ..Default::default()
+        };
+        let env = |name: &str| match name {
+            "TOKEN" => Some("t0k".to_string()),
+            "TEAM" => Some("core".to_string()),
+            _ => None,
+        };
+        assert_eq!(
+            config.http_headers(env).unwrap(),
+            vec![
+                ("Authorization".to_string(), "Bearer t0k".to_string()),
+                ("X-Team".to_string(), "core".to_string()),
+                ("X-Client".to_string(), "literal".to_string()),
+            ]
+        );
+        let err = config.http_headers(|_| None).unwrap_err();
+        assert!(
+            err.contains("`Authorization`") && err.contains("`TOKEN`") && err.contains("not set"),
+            "{err}"
+        );
+        // A file cannot give literal values.
+        let parsed: Result<McpServerConfig, _> =
+            toml::from_str("url = \"http://h\"\nclient_headers = { A = \"secret\" }");
+        assert!(
+            parsed.is_err(),
+            "client_headers must not be read from a file"
+        );
     }
 
     #[test]

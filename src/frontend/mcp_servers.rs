@@ -15,9 +15,9 @@ use crate::config::mcp_servers::McpServerConfig;
 use crate::mcp::{McpServer, ServerState};
 
 /// ACP's `mcpServers`: `{name, command, args, env: [{name, value}]}` for a
-/// stdio server, `{type: "http", name, url, headers}` for HTTP. An HTTP
-/// server's headers are the client's literal values, which tandem has no
-/// use for (it has no HTTP transport yet; the server is reported failed).
+/// stdio server, `{type: "http", name, url, headers: [{name, value}]}` for
+/// a streamable-HTTP one. An HTTP server's headers are the client's literal
+/// values (`client_headers`), never names of variables.
 pub fn acp_mcp_servers(list: &Value) -> Result<BTreeMap<String, McpServerConfig>, String> {
     let Some(items) = list.as_array() else {
         return Err("invalid params: `mcpServers` must be an array".to_string());
@@ -40,26 +40,11 @@ pub fn acp_mcp_servers(list: &Value) -> Result<BTreeMap<String, McpServerConfig>
                 config.args = strings(item.get("args")).ok_or_else(|| {
                     format!("invalid params: `mcpServers[{i}].args` must be strings")
                 })?;
-                for pair in item
-                    .get("env")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    match (pair["name"].as_str(), pair["value"].as_str()) {
-                        (Some(k), Some(v)) => {
-                            config.env.insert(k.to_string(), v.to_string());
-                        }
-                        _ => {
-                            return Err(format!(
-                            "invalid params: `mcpServers[{i}].env` entries are {{name, value}} strings"
-                        ))
-                        }
-                    }
-                }
+                config.env = pairs(item, i, "env")?;
             }
             "http" | "sse" => {
                 config.url = Some(field("url").unwrap_or_default().to_string());
+                config.client_headers = pairs(item, i, "headers")?;
             }
             other => {
                 return Err(format!(
@@ -70,6 +55,29 @@ pub fn acp_mcp_servers(list: &Value) -> Result<BTreeMap<String, McpServerConfig>
         servers.insert(name.to_string(), config);
     }
     Ok(servers)
+}
+
+/// An entry's `[{name, value}]` list (`env`, `headers`) as a map.
+fn pairs(item: &Value, i: usize, key: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut map = BTreeMap::new();
+    for pair in item
+        .get(key)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        match (pair["name"].as_str(), pair["value"].as_str()) {
+            (Some(k), Some(v)) => {
+                map.insert(k.to_string(), v.to_string());
+            }
+            _ => {
+                return Err(format!(
+                    "invalid params: `mcpServers[{i}].{key}` entries are {{name, value}} strings"
+                ))
+            }
+        }
+    }
+    Ok(map)
 }
 
 fn strings(value: Option<&Value>) -> Option<Vec<String>> {
@@ -97,6 +105,30 @@ pub fn take_config_mcp_servers(
             acp_mcp_servers(&list).map_err(|e| e.replace("`mcpServers", "`config.mcpServers"))
         }
     }
+}
+
+/// `tandem/loadSession`'s `config`: only `mcpServers` (a client's list is
+/// never logged, so it is given again on each load; the rest of a
+/// session's configuration is its log's).
+pub fn load_config_mcp_servers(
+    config: Option<Value>,
+) -> Result<BTreeMap<String, McpServerConfig>, String> {
+    let mut config = match config {
+        None | Some(Value::Null) => return Ok(BTreeMap::new()),
+        Some(config) if config.is_object() => Some(config),
+        Some(_) => return Err("config: expected an object".to_string()),
+    };
+    let servers = take_config_mcp_servers(&mut config)?;
+    if let Some(key) = config
+        .as_ref()
+        .and_then(Value::as_object)
+        .and_then(|c| c.keys().next())
+    {
+        return Err(format!(
+            "config: `{key}` cannot change on load (the session keeps its logged configuration); only `mcpServers` is read"
+        ));
+    }
+    Ok(servers)
 }
 
 /// `tandem/listMcpServers`' answer.
@@ -149,6 +181,17 @@ mod tests {
         assert!(
             servers["web"].headers.is_empty(),
             "literal values are not env names"
+        );
+        assert_eq!(servers["web"].client_headers["Authorization"], "s");
+        let loaded = load_config_mcp_servers(Some(json!({"mcpServers": [
+            {"name": "everything", "command": "npx"}
+        ]})))
+        .unwrap();
+        assert_eq!(loaded["everything"].command.as_deref(), Some("npx"));
+        let err = load_config_mcp_servers(Some(json!({"model": "x"}))).unwrap_err();
+        assert!(
+            err.contains("`model`") && err.contains("mcpServers"),
+            "{err}"
         );
         let err = acp_mcp_servers(&json!([{"command": "x"}])).unwrap_err();
         assert!(

@@ -16,7 +16,8 @@
 //! a lock.
 //!
 //! Invariant: a trim never runs on a step's path. It is asked for
-//! ([`trim_when_idle`]) after a load and at a turn's end, and runs on the
+//! ([`trim_when_idle`]) after a load, at a turn's end and after a buffer
+//! is closed, and runs on the
 //! stdout writer's thread once everything queued before it is written, so
 //! the replay's frames are freed first and no chunk waits behind it; a
 //! turn's end is not on the model's path (the next step has nothing to

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use futures::FutureExt;
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
@@ -39,7 +40,14 @@ impl ServerState {
 
 struct Live {
     connection: Arc<Connection>,
-    process: ServerProcess,
+    /// A stdio server's process (an HTTP server has none of ours).
+    process: Option<ServerProcess>,
+}
+
+impl Live {
+    fn has_exited(&mut self) -> bool {
+        self.connection.is_closed() || self.process.as_mut().is_some_and(|p| p.has_exited())
+    }
 }
 
 struct Status {
@@ -132,41 +140,48 @@ impl McpServer {
     }
 
     async fn connect(self: &Arc<Self>) -> Result<(Live, Vec<ListedTool>), String> {
-        let command = match self.config.transport()? {
-            McpTransport::Stdio { command } => command,
-            McpTransport::Http { .. } => {
-                return Err(
-                    "HTTP MCP servers are not supported by this build of tandem; run the server over stdio (`command`)"
-                        .to_string(),
-                )
-            }
-        };
-        let (process, stdout, stdin) = ServerProcess::spawn(&self.name, command, &self.config)?;
         let weak = Arc::downgrade(self);
         let on_changed: rmcp_client::ListChanged = Arc::new(move || refresh_soon(weak.clone()));
         let limit = self.config.startup_timeout();
-        let handshake = async {
-            let connection = rmcp_client::connect(stdout, stdin, on_changed).await?;
+        let (process, handshake) = match self.config.transport()? {
+            McpTransport::Stdio { command } => {
+                let (process, stdout, stdin) =
+                    ServerProcess::spawn(&self.name, command, &self.config)?;
+                let handshake = rmcp_client::connect(stdout, stdin, on_changed);
+                (Some(process), handshake.boxed())
+            }
+            McpTransport::Http { url } => {
+                let headers = self.config.http_headers(|name| std::env::var(name).ok())?;
+                let url = url.to_string();
+                let handshake =
+                    async move { rmcp_client::connect_http(&url, &headers, on_changed).await };
+                (None, handshake.boxed())
+            }
+        };
+        let started = async {
+            let connection = handshake.await?;
             let tools = connection.list_tools().await?;
             Ok::<_, String>((connection, tools))
         };
-        match tokio::time::timeout(limit, handshake).await {
-            Ok(Ok((connection, tools))) => Ok((
+        let outcome = match tokio::time::timeout(limit, started).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(format!(
+                "did not finish starting within {limit:?} (startup_timeout_sec)"
+            )),
+        };
+        match outcome {
+            Ok((connection, tools)) => Ok((
                 Live {
                     connection: Arc::new(connection),
                     process,
                 },
                 tools,
             )),
-            Ok(Err(why)) => {
-                process.stop().await;
+            Err(why) => {
+                if let Some(process) = process {
+                    process.stop().await;
+                }
                 Err(why)
-            }
-            Err(_) => {
-                process.stop().await;
-                Err(format!(
-                    "did not finish starting within {limit:?} (startup_timeout_sec)"
-                ))
             }
         }
     }
@@ -204,12 +219,12 @@ impl McpServer {
     async fn connection_for_call(self: &Arc<Self>) -> Result<Arc<Connection>, String> {
         let mut live = self.live.lock().await;
         if let Some(current) = live.as_mut() {
-            if !current.connection.is_closed() && !current.process.has_exited() {
+            if !current.has_exited() {
                 return Ok(current.connection.clone());
             }
         }
         if let Some(dead) = live.take() {
-            dead.process.stop().await;
+            stop_live(dead).await;
             self.mark_exited();
         }
         let pending = self.lock_status().restart_pending;
@@ -290,7 +305,9 @@ async fn stop_live(live: Live) {
     if let Ok(connection) = Arc::try_unwrap(live.connection) {
         connection.close(Duration::from_millis(200)).await;
     }
-    live.process.stop().await;
+    if let Some(process) = live.process {
+        process.stop().await;
+    }
 }
 
 fn refresh_soon(server: Weak<McpServer>) {

@@ -1,28 +1,31 @@
 //! `grep {pattern, path?, glob?, limit?}`: regex search, gitignore-aware.
 //!
-//! Built from ripgrep's libraries the way ripgrep uses them: the parallel
-//! walker of `ignore` with the same rules as `list_files`, one searcher per
-//! thread, binary files skipped. Open documents are searched from the buffer
-//! cache, so matches reflect unsaved edits.
+//! Built from ripgrep's libraries: the walk of `ignore` with the same
+//! rules as `list_files`, sorted, its files searched on one thread per core
+//! (`ordered_search.rs`), binary files skipped. Open documents are searched
+//! from the buffer cache, so matches reflect unsaved edits.
 //!
-//! Output: `path:line:text`, sorted by path then line, at most `limit`
-//! matches, then `[truncated: showing N of M matches]`. M is exact: files
-//! are searched to the end (as ripgrep does), only the kept lines are bounded.
-use std::collections::{BTreeMap, HashSet};
+//! Output: `path:line:text` in path order (a directory's files together,
+//! as `list_files` lists them; without a `path`, each root in turn), then
+//! line order, at most `limit` matches (counted across roots).
+//! The search stops at the first match past `limit` and says so
+//! (`[truncated: …]`): a monorepo's common word is not searched to the end
+//! of the tree, and memory holds only the files in flight.
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
-use ignore::WalkState;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::list_files::{compile_glob, display_under, place, walk_targets};
+use super::list_files::{compile_glob, display_under, place, sorted_walk, walk_targets};
+use super::ordered_search::{search_in_order, Flow};
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 use crate::vocab::event::ToolLocation;
-use crate::workspace::{walk_builder, PathGlob};
+use crate::workspace::PathGlob;
 
 pub struct Grep;
 
@@ -158,7 +161,7 @@ const MAX_LOCATIONS: usize = 50;
 /// Each file with hits, at its first hit, in output order.
 fn hit_locations(ctx: &ToolContext, found: &Found) -> Vec<ToolLocation> {
     found
-        .by_path
+        .files
         .iter()
         .take(MAX_LOCATIONS)
         .filter_map(|(shown, lines)| {
@@ -185,30 +188,37 @@ struct LineMatch {
     text: String,
 }
 
-/// What the search found: the first `limit` matches in output order, and
-/// how many there were in all.
+/// What the search found: the first `limit` matches in output order.
 #[derive(Debug, Default)]
 struct Found {
-    by_path: BTreeMap<String, Vec<LineMatch>>,
+    files: Vec<(String, Vec<LineMatch>)>,
     kept: usize,
+    /// Matches seen: all of them, unless `stopped`.
     total: usize,
+    /// It stopped at the first match past the limit.
+    stopped: bool,
+    /// Files whose results were taken (the walk's progress).
+    files_searched: usize,
 }
 
 impl Found {
-    /// Adds one file's matches, then forgets files that sort after the first
-    /// `limit` matches, so memory stays bounded however much matches.
-    fn add(&mut self, path: String, file: FileMatches, limit: usize) {
+    /// Takes one file's result; stops once a match past `limit` is seen.
+    fn take(&mut self, file: Option<(String, FileMatches)>, limit: usize) -> Flow {
+        self.files_searched += 1;
+        let Some((path, mut file)) = file else {
+            return Flow::Continue;
+        };
         self.total += file.count;
+        file.lines.truncate(limit - self.kept);
         self.kept += file.lines.len();
-        self.by_path.insert(path, file.lines);
-        while let Some(entry) = self.by_path.last_entry() {
-            let last_len = entry.get().len();
-            if self.kept - last_len < limit {
-                break;
-            }
-            self.kept -= last_len;
-            entry.remove();
+        if !file.lines.is_empty() {
+            self.files.push((path, file.lines));
         }
+        if self.total > limit {
+            self.stopped = true;
+            return Flow::Stop;
+        }
+        Flow::Continue
     }
 }
 
@@ -221,52 +231,61 @@ struct Search {
     open: HashSet<PathBuf>,
 }
 
+thread_local! {
+    /// Each worker's searcher (its buffers are reused from file to file).
+    static SEARCHER: RefCell<Searcher> = RefCell::new(new_searcher());
+}
+
 impl Search {
-    /// Searches every target (a path, or each root) into one result.
+    /// Searches every target (a path, or each root) in turn into one
+    /// result, until the first match past `limit` in all.
     fn run(&self, targets: &[(PathBuf, String)]) -> Result<Found, ToolError> {
-        let found = Mutex::new(Found::default());
+        let mut found = Found::default();
         for (target, shown) in targets {
-            self.search_target(target, shown, &found);
+            if found.stopped || self.ctx.cancel.is_cancelled() {
+                break;
+            }
+            self.search_target(target, shown, &mut found);
         }
         if self.ctx.cancel.is_cancelled() {
             return Err(ToolError::new("grep was cancelled"));
         }
-        Ok(found.into_inner().unwrap_or_else(|e| e.into_inner()))
+        Ok(found)
     }
 
-    fn search_target(&self, target: &Path, shown: &str, found: &Mutex<Found>) {
+    fn search_target(&self, target: &Path, shown: &str, found: &mut Found) {
         if target.is_file() {
             // Named explicitly, a file is searched whatever the ignore rules
             // and glob say, as ripgrep does.
-            let mut searcher = new_searcher();
-            if let Some(file) = self.search_file(&mut searcher, target) {
-                lock(found).add(shown.to_string(), file, self.limit);
-            }
-        } else {
-            walk_builder(target).build_parallel().run(|| {
-                let mut searcher = new_searcher();
-                Box::new(move |entry| {
-                    if self.ctx.cancel.is_cancelled() {
-                        return WalkState::Quit;
-                    }
-                    // Unreadable entries are skipped, as ripgrep does.
-                    let Ok(entry) = entry else {
-                        return WalkState::Continue;
-                    };
-                    if !entry.file_type().is_some_and(|t| t.is_file()) {
-                        return WalkState::Continue;
-                    }
-                    let display = display_under(shown, target, entry.path());
-                    if self.glob.as_ref().is_some_and(|g| !g.is_match(&display)) {
-                        return WalkState::Continue;
-                    }
-                    if let Some(file) = self.search_file(&mut searcher, entry.path()) {
-                        lock(found).add(display, file, self.limit);
-                    }
-                    WalkState::Continue
-                })
-            });
+            let file = self.search_file(&mut new_searcher(), target);
+            found.take(file.map(|f| (shown.to_string(), f)), self.limit);
+            return;
         }
+        let cancel = &self.ctx.cancel;
+        let files = sorted_walk(target)
+            .take_while(|_| !cancel.is_cancelled())
+            // Unreadable entries are skipped, as ripgrep does.
+            .filter_map(Result::ok)
+            .filter(|entry| entry.file_type().is_some_and(|t| t.is_file()))
+            .map(ignore::DirEntry::into_path)
+            .filter(|path| {
+                self.glob
+                    .as_ref()
+                    .is_none_or(|g| g.is_match(&display_under(shown, target, path)))
+            });
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(12));
+        search_in_order(
+            files,
+            threads,
+            |path| {
+                if cancel.is_cancelled() {
+                    return None;
+                }
+                let file = SEARCHER.with(|s| self.search_file(&mut s.borrow_mut(), &path))?;
+                Some((display_under(shown, target, &path), file))
+            },
+            |file| found.take(file, self.limit),
+        );
     }
 
     /// A file's matches; `None` when it has none, is binary or is unreadable.
@@ -294,12 +313,8 @@ fn new_searcher() -> Searcher {
         .build()
 }
 
-fn lock(found: &Mutex<Found>) -> std::sync::MutexGuard<'_, Found> {
-    found.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Counts one file's matching lines, keeping no more than any output can
-/// show.
+/// One file's matching lines, no more than any output can show; it stops
+/// reading at the first match past them (the search stops there anyway).
 #[derive(Debug)]
 struct FileMatches {
     lines: Vec<LineMatch>,
@@ -330,7 +345,7 @@ impl Sink for FileMatches {
                 text: cut_line(found.bytes()),
             });
         }
-        Ok(true)
+        Ok(self.count <= self.limit)
     }
 
     fn binary_data(&mut self, _searcher: &Searcher, _offset: u64) -> Result<bool, io::Error> {
@@ -357,18 +372,14 @@ fn render(found: Found, limit: usize, pattern: &str, shown: &str, glob: Option<&
         return out;
     }
     let mut out = String::new();
-    let matches = found
-        .by_path
-        .iter()
-        .flat_map(|(path, lines)| lines.iter().map(move |m| (path, m)))
-        .take(limit);
-    for (path, m) in matches {
-        out.push_str(&format!("{path}:{}:{}\n", m.line, m.text));
+    for (path, lines) in &found.files {
+        for m in lines {
+            out.push_str(&format!("{path}:{}:{}\n", m.line, m.text));
+        }
     }
-    if found.total > limit {
+    if found.stopped {
         out.push_str(&format!(
-            "[truncated: showing {limit} of {} matches]\n",
-            found.total
+            "[truncated: the first {limit} matches; the search stopped there, so there are more: narrow it with `path` or `glob`, or raise `limit`]\n"
         ));
     }
     out
@@ -381,6 +392,10 @@ mod tests {
 
     async fn grep(ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         Grep.run(args, ctx).await
+    }
+
+    fn truncated(limit: usize) -> String {
+        format!("[truncated: the first {limit} matches; the search stopped there, so there are more: narrow it with `path` or `glob`, or raise `limit`]")
     }
 
     #[tokio::test]
@@ -441,7 +456,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn limit_keeps_the_first_matches_in_order_and_counts_the_rest() {
+    async fn limit_keeps_the_first_matches_in_path_order_and_says_there_are_more() {
         let (_dir, ctx) = workspace_with(&[
             ("a.txt", "hit 1\nhit 2\n"),
             ("b.txt", "hit 3\n"),
@@ -452,20 +467,98 @@ mod tests {
             .unwrap();
         assert_eq!(
             out,
-            "a.txt:1:hit 1\na.txt:2:hit 2\nb.txt:1:hit 3\n[truncated: showing 3 of 5 matches]\n"
+            format!(
+                "a.txt:1:hit 1\na.txt:2:hit 2\nb.txt:1:hit 3\n{}\n",
+                truncated(3)
+            )
         );
     }
 
     #[tokio::test]
-    async fn matches_beyond_the_limit_are_still_counted_exactly() {
-        let many: String = (0..10).map(|i| format!("hit {i}\n")).collect();
-        let (_dir, ctx) = workspace_with(&[("a.txt", &many), ("b.txt", "hit\n")]);
-        let out = grep(&ctx, json!({"pattern": "hit", "limit": 2}))
+    async fn exactly_limit_matches_are_not_truncated() {
+        let (_dir, ctx) = workspace_with(&[("a.txt", "hit\nhit\n"), ("b.txt", "hit\n")]);
+        let out = grep(&ctx, json!({"pattern": "hit", "limit": 3}))
+            .await
+            .unwrap();
+        assert_eq!(out, "a.txt:1:hit\na.txt:2:hit\nb.txt:1:hit\n");
+    }
+
+    #[test]
+    fn the_search_stops_at_the_first_match_past_the_limit() {
+        let files: Vec<(String, &str)> = (0..400)
+            .map(|i| (format!("d{:02}/f{i:03}.rs", i / 40), "fn hit() {}\n"))
+            .collect();
+        let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), *t)).collect();
+        let (dir, ctx) = workspace_with(&files);
+        let search = Search {
+            ctx: ctx.clone(),
+            matcher: RegexMatcherBuilder::new().build("hit").unwrap(),
+            glob: None,
+            limit: 5,
+            open: HashSet::new(),
+        };
+        let found = search
+            .run(&[(dir.path().canonicalize().unwrap(), ".".to_string())])
+            .unwrap();
+        assert!(found.stopped);
+        let shown: Vec<&str> = found.files.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            shown,
+            [
+                "d00/f000.rs",
+                "d00/f001.rs",
+                "d00/f002.rs",
+                "d00/f003.rs",
+                "d00/f004.rs"
+            ]
+        );
+        assert_eq!(
+            found.files_searched, 6,
+            "one file past the limit, then stop"
+        );
+    }
+
+    #[tokio::test]
+    async fn every_root_is_searched_in_turn_and_the_limit_counts_across_them() {
+        use crate::tools::test_support::two_roots_with;
+        let hits = [("a.rs", "hit\n"), ("b.rs", "hit\n")];
+        let (_a, b, ctx) = two_roots_with(&hits, &hits);
+        let second = ctx
+            .workspace
+            .display_path(&b.path().canonicalize().unwrap());
+        let all = grep(&ctx, json!({"pattern": "hit"})).await.unwrap();
+        assert_eq!(
+            all,
+            format!("a.rs:1:hit\nb.rs:1:hit\n{second}/a.rs:1:hit\n{second}/b.rs:1:hit\n")
+        );
+        let three = grep(&ctx, json!({"pattern": "hit", "limit": 3}))
+            .await
+            .unwrap();
+        assert_eq!(
+            three,
+            format!(
+                "a.rs:1:hit\nb.rs:1:hit\n{second}/a.rs:1:hit\n{}\n",
+                truncated(3)
+            )
+        );
+        // The first root's matches fill the limit: the second is still
+        // looked into, only as far as its first match.
+        let two = grep(&ctx, json!({"pattern": "hit", "limit": 2}))
+            .await
+            .unwrap();
+        assert_eq!(two, format!("a.rs:1:hit\nb.rs:1:hit\n{}\n", truncated(2)));
+    }
+
+    #[tokio::test]
+    async fn one_file_past_the_limit_is_read_no_further() {
+        let many: String = (0..10_000).map(|i| format!("hit {i}\n")).collect();
+        let (_dir, ctx) = workspace_with(&[("a.txt", &many)]);
+        let out = grep(&ctx, json!({"pattern": "hit", "limit": 2, "path": "a.txt"}))
             .await
             .unwrap();
         assert_eq!(
             out,
-            "a.txt:1:hit 0\na.txt:2:hit 1\n[truncated: showing 2 of 11 matches]\n"
+            format!("a.txt:1:hit 0\na.txt:2:hit 1\n{}\n", truncated(2))
         );
     }
 
@@ -475,10 +568,7 @@ mod tests {
         let (_dir, ctx) = workspace_with(&[("a.txt", &many)]);
         let out = grep(&ctx, json!({"pattern": "hit"})).await.unwrap();
         assert_eq!(out.lines().count(), 101);
-        assert_eq!(
-            out.lines().last().unwrap(),
-            "[truncated: showing 100 of 150 matches]"
-        );
+        assert_eq!(out.lines().last().unwrap(), truncated(100));
     }
 
     #[tokio::test]

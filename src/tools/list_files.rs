@@ -1,11 +1,16 @@
 //! `list_files {path?, glob?, limit?}`: gitignore-aware listing.
 //!
-//! Output: root-relative paths (as `read_file` takes them), sorted, one per
-//! line; directories end in `/` and are listed only without a `glob`. Past
-//! the limit, a last line `[truncated: N of M entries shown]`. The listing
-//! is of the disk: open buffers never create entries.
+//! Output: root-relative paths (as `read_file` takes them) in path order,
+//! a directory followed by what it holds, one per line; directories end in
+//! `/` and are listed only without a `glob`. Without a `path`, every root
+//! is walked, one after the other (the first root's entries, then the
+//! others', absolute). The walk stops at the first entry past the limit
+//! (counted across roots), with a last line `[truncated: …]` saying so: a
+//! monorepo is not walked to its end to show 500 names. The listing is of
+//! the disk: open buffers never create entries.
 use std::path::{Path, PathBuf};
 
+use ignore::Walk;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -115,11 +120,8 @@ impl Tool for ListFiles {
         }
         let ctx = ctx.clone();
         tokio::task::spawn_blocking(move || {
-            let mut entries = Vec::new();
-            for (dir, shown) in &targets {
-                entries.extend(list(&ctx, dir, shown, glob.as_ref())?);
-            }
-            Ok(render(entries, limit, &targets[0].1, args.glob.as_deref()))
+            let listing = list_targets(&ctx, &targets, glob.as_ref(), limit)?;
+            Ok(render(listing, limit, &targets[0].1, args.glob.as_deref()))
         })
         .await
         .map_err(|e| ToolError::new(format!("list_files failed internally: {e}")))?
@@ -180,17 +182,60 @@ pub(crate) fn display_under(shown_root: &str, root: &Path, path: &Path) -> Strin
     }
 }
 
+/// The walk of `list_files` and `grep`: their ignore rules, depth first,
+/// each directory's entries sorted by name (byte order), so a directory's
+/// contents follow it.
+pub(crate) fn sorted_walk(dir: &Path) -> Walk {
+    walk_builder(dir).sort_by_file_name(|a, b| a.cmp(b)).build()
+}
+
+/// What a listing walked: at most `limit + 1` entries in path order.
+#[derive(Debug)]
+struct Listing {
+    entries: Vec<String>,
+    /// Entries (files and directories) the walk went through.
+    walked: usize,
+}
+
+/// Each target listed in turn, until one entry past `limit` in all.
+fn list_targets(
+    ctx: &ToolContext,
+    targets: &[(PathBuf, String)],
+    glob: Option<&PathGlob>,
+    limit: usize,
+) -> Result<Listing, ToolError> {
+    let mut listing = Listing {
+        entries: Vec::new(),
+        walked: 0,
+    };
+    for (dir, shown) in targets {
+        let left = limit.saturating_sub(listing.entries.len());
+        let part = list(ctx, dir, shown, glob, left)?;
+        listing.entries.extend(part.entries);
+        listing.walked += part.walked;
+        if listing.entries.len() > limit {
+            break;
+        }
+    }
+    Ok(listing)
+}
+
 fn list(
     ctx: &ToolContext,
     dir: &Path,
     shown: &str,
     glob: Option<&PathGlob>,
-) -> Result<Vec<String>, ToolError> {
-    let mut entries = Vec::new();
-    for entry in walk_builder(dir).build() {
+    limit: usize,
+) -> Result<Listing, ToolError> {
+    let mut listing = Listing {
+        entries: Vec::new(),
+        walked: 0,
+    };
+    for entry in sorted_walk(dir) {
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::new("list_files was cancelled"));
         }
+        listing.walked += 1;
         // Unreadable entries (permissions, races with deletion) are skipped,
         // as ripgrep does; the rest of the listing is still useful.
         let Ok(entry) = entry else { continue };
@@ -200,31 +245,36 @@ fn list(
         let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
         let path = display_under(shown, dir, entry.path());
         match glob {
-            Some(glob) if !is_dir && glob.is_match(&path) => entries.push(path),
+            Some(glob) if !is_dir && glob.is_match(&path) => listing.entries.push(path),
             Some(_) => {}
-            None if is_dir => entries.push(format!("{path}/")),
-            None => entries.push(path),
+            None if is_dir => listing.entries.push(format!("{path}/")),
+            None => listing.entries.push(path),
+        }
+        // One past the limit: there are more, and that is all `render` says.
+        if listing.entries.len() > limit {
+            break;
         }
     }
-    Ok(entries)
+    Ok(listing)
 }
 
-fn render(mut entries: Vec<String>, limit: usize, shown: &str, glob: Option<&str>) -> String {
+fn render(listing: Listing, limit: usize, shown: &str, glob: Option<&str>) -> String {
+    let entries = listing.entries;
     if entries.is_empty() {
         return match glob {
             Some(glob) => format!("No files match `{glob}` in {}", place(shown)),
             None => format!("{} is empty (or everything in it is ignored)", place(shown)),
         };
     }
-    entries.sort_unstable();
-    let total = entries.len();
     let mut out: String = entries
         .iter()
         .take(limit)
         .map(|e| format!("{e}\n"))
         .collect();
-    if total > limit {
-        out.push_str(&format!("[truncated: {limit} of {total} entries shown]\n"));
+    if entries.len() > limit {
+        out.push_str(&format!(
+            "[truncated: the first {limit} entries; the listing stopped there, so there are more: narrow it with `path` or `glob`, or raise `limit`]\n"
+        ));
     }
     out
 }
@@ -253,6 +303,28 @@ mod tests {
             workspace_with(&[("src/main.rs", ""), ("src/a/b.rs", ""), ("README.md", "")]);
         let out = list(&ctx, json!({})).await.unwrap();
         assert_eq!(out, "README.md\nsrc/\nsrc/a/\nsrc/a/b.rs\nsrc/main.rs\n");
+    }
+
+    #[tokio::test]
+    async fn every_root_is_listed_in_turn_and_the_limit_counts_across_them() {
+        use crate::tools::test_support::two_roots_with;
+        let (_a, b, ctx) = two_roots_with(&[("x.rs", "")], &[("y.rs", ""), ("z.rs", "")]);
+        let second = ctx
+            .workspace
+            .display_path(&b.path().canonicalize().unwrap());
+        let all = list(&ctx, json!({})).await.unwrap();
+        assert_eq!(all, format!("x.rs\n{second}/y.rs\n{second}/z.rs\n"));
+        let two = list(&ctx, json!({"limit": 2})).await.unwrap();
+        assert_eq!(
+            two,
+            format!("x.rs\n{second}/y.rs\n[truncated: the first 2 entries; the listing stopped there, so there are more: narrow it with `path` or `glob`, or raise `limit`]\n")
+        );
+        // A first root that fills the limit still says there are more.
+        let one = list(&ctx, json!({"limit": 1})).await.unwrap();
+        assert!(
+            one.starts_with("x.rs\n[truncated: the first 1 entries"),
+            "{one}"
+        );
     }
 
     #[tokio::test]
@@ -332,7 +404,40 @@ mod tests {
         let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), *t)).collect();
         let (_dir, ctx) = workspace_with(&files);
         let out = list(&ctx, json!({"limit": 2})).await.unwrap();
-        assert_eq!(out, "f0.txt\nf1.txt\n[truncated: 2 of 5 entries shown]\n");
+        assert_eq!(
+            out,
+            "f0.txt\nf1.txt\n[truncated: the first 2 entries; the listing stopped there, so there are more: narrow it with `path` or `glob`, or raise `limit`]\n"
+        );
+    }
+
+    #[test]
+    fn the_walk_stops_at_the_first_entry_past_the_limit() {
+        let files: Vec<(String, &str)> = (0..200)
+            .map(|i| (format!("d{:02}/f{i:03}.txt", i / 20), ""))
+            .collect();
+        let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), *t)).collect();
+        let (dir, ctx) = workspace_with(&files);
+        let root = dir.path().canonicalize().unwrap();
+        let listing = super::list(&ctx, &root, ".", None, 5).unwrap();
+        // d00/, then its first files: six entries, the sixth proving more.
+        assert_eq!(listing.entries.len(), 6);
+        assert_eq!(listing.entries[0], "d00/");
+        assert!(
+            listing.walked < 20,
+            "walked {} of 210 entries for a limit of 5",
+            listing.walked
+        );
+        let glob = compile_glob(Some("*.txt")).unwrap();
+        let listing = super::list(&ctx, &root, ".", glob.as_ref(), 30).unwrap();
+        assert_eq!(listing.entries.len(), 31);
+        assert!(listing.walked < 40, "walked {}", listing.walked);
+    }
+
+    #[tokio::test]
+    async fn a_directory_is_followed_by_its_contents() {
+        let (_dir, ctx) = workspace_with(&[("a/x.rs", ""), ("a.rs", ""), ("b/c.rs", "")]);
+        let out = list(&ctx, json!({})).await.unwrap();
+        assert_eq!(out, "a/\na/x.rs\na.rs\nb/\nb/c.rs\n");
     }
 
     #[tokio::test]

@@ -13,6 +13,7 @@ pub mod exec_command;
 pub mod grep;
 pub mod language;
 pub mod list_files;
+mod ordered_search;
 pub mod patch;
 pub mod read_file;
 pub mod request_user_input;
@@ -348,5 +349,24 @@ pub(crate) mod test_support {
             CancellationToken::new(),
         );
         (dir, ctx)
+    }
+
+    /// `workspace_with`'s context with a second root (a temp dir of its own
+    /// holding `second`) after the first.
+    pub fn two_roots_with(
+        first: &[(&str, &str)],
+        second: &[(&str, &str)],
+    ) -> (tempfile::TempDir, tempfile::TempDir, ToolContext) {
+        let (a, _) = workspace_with(first);
+        let (b, _) = workspace_with(second);
+        let ctx = ToolContext::new(
+            Arc::new(Workspace::new(vec![
+                a.path().to_path_buf(),
+                b.path().to_path_buf(),
+            ])),
+            Arc::new(BufferCache::new()),
+            CancellationToken::new(),
+        );
+        (a, b, ctx)
     }
 }

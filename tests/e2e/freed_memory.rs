@@ -75,6 +75,39 @@ async fn a_turn_and_a_load_that_freed_megabytes_give_them_back() {
 }
 
 #[tokio::test]
+async fn closing_big_buffers_gives_their_memory_back() {
+    let root = tempfile::tempdir().unwrap();
+    let mut editor = Editor::spawn().await;
+    editor.initialize(root.path()).await;
+    let text = "let x = 1;\n".repeat(200_000);
+    for n in 0..4 {
+        editor
+            .open(&root.path().join(format!("big{n}.rs")), &text)
+            .await;
+    }
+    let before = returned(&editor.stderr());
+    for n in 0..4 {
+        let uri = crate::support::client::file_uri(&root.path().join(format!("big{n}.rs")));
+        editor
+            .notify(
+                "textDocument/didClose",
+                json!({"textDocument": {"uri": uri}}),
+            )
+            .await;
+    }
+    // Something to write: the writer trims once idle after it.
+    let answer = editor.request("tandem/listSessions", json!({})).await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    count_reaches(
+        "one trim after the closes",
+        || editor.stderr(),
+        returned,
+        before + 1,
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn tandem_acp_gives_back_what_a_turn_and_a_load_freed() {
     let server = ModelServer::start().await;
     let root = tempfile::tempdir().unwrap();

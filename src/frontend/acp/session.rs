@@ -435,8 +435,8 @@ pub(crate) fn initialize_result(home: &Path) -> Value {
             // `fork` is unstable in ACP's schema: advertised as it defines.
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {},
                                     "additionalDirectories": {}},
-            // stdio servers only: no HTTP transport yet (src/mcp).
-            "mcpCapabilities": {"http": false, "sse": false},
+            // stdio and streamable HTTP; not the old HTTP+SSE transport.
+            "mcpCapabilities": {"http": true, "sse": false},
             "_meta": {"tandem": {"sandbox": crate::frontend::sandbox_info::sandbox_capability()}},
         },
         "authMethods": super::auth::auth_methods(home),

@@ -67,6 +67,9 @@ pub fn apply(buffers: &BufferCache, method: &str, params: Option<Value>) {
             if let Some(p) = parse::<DidCloseTextDocumentParams>(method, params) {
                 if let Some(path) = uri_path(&p.text_document.uri) {
                     buffers.close(&path);
+                    // A closed buffer's text is free now; give it back
+                    // once idle (many closes, one trim).
+                    crate::frontend::memory::trim_when_idle();
                 }
             }
         }

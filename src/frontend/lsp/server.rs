@@ -651,9 +651,14 @@ impl Backend {
         guarded("tandem/loadSession", async move {
             let more =
                 additional_roots(&params.additional_directories).map_err(Error::invalid_params)?;
+            let mcp_servers = crate::frontend::mcp_servers::load_config_mcp_servers(params.config)
+                .map_err(Error::invalid_params)?;
             let (session, events) = self
                 .daemon
                 .load_session_in(&self.client, &params.session_id, more)
+                .map_err(daemon_error)?;
+            self.daemon
+                .add_mcp_servers(&session.id, &mcp_servers)
                 .map_err(daemon_error)?;
             let replayed = events
                 .iter()

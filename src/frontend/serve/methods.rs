@@ -536,9 +536,14 @@ fn register_tandem(
         let more =
             crate::frontend::additional_roots::additional_roots(&params.additional_directories)
                 .map_err(invalid_params)?;
+        let mcp_servers = crate::frontend::mcp_servers::load_config_mcp_servers(params.config)
+            .map_err(invalid_params)?;
         let (session, events) = ctx
             .daemon
             .load_session_in(&ctx.hub.client(conn(&ext)), &params.session_id, more)
+            .map_err(daemon_error)?;
+        ctx.daemon
+            .add_mcp_servers(&session.id, &mcp_servers)
             .map_err(daemon_error)?;
         let replayed = events
             .iter()

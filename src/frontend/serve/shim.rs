@@ -97,6 +97,11 @@ where
                 relay.to_editor(&json!({"jsonrpc": "2.0", "id": id, "result": null}));
             }
             (Some("tandem/loadSession"), Some(id)) => {
+                if let Err(mut answer) = add_load_servers(relay, &message["params"]).await {
+                    answer["id"] = id;
+                    relay.to_editor(&answer);
+                    continue;
+                }
                 relay.attach_load(&message["params"], id);
             }
             (Some("tandem/newSession"), Some(id)) => {
@@ -128,5 +133,27 @@ where
             (None, Some(_)) => relay.respond(&message),
             (None, None) => tracing::warn!("ignoring a message with neither method nor id"),
         }
+    }
+}
+
+/// `tandem/loadSession`'s `config.mcpServers`, checked as `tandem lsp`
+/// checks it and added to the session before the attach; the error
+/// answer (without its id) when that fails.
+async fn add_load_servers(relay: &Relay, params: &Value) -> Result<(), Value> {
+    let config = params.get("config").cloned();
+    let invalid =
+        |message: String| json!({"jsonrpc": "2.0", "error": {"code": -32602, "message": message}});
+    let servers =
+        crate::frontend::mcp_servers::load_config_mcp_servers(config.clone()).map_err(invalid)?;
+    if servers.is_empty() {
+        return Ok(());
+    }
+    let params = json!({"sessionId": params["sessionId"], "mcpServers": config.map(|c| c["mcpServers"].clone())});
+    match relay.call("tandem/addMcpServers", params).await {
+        Some(answer) if answer.get("error").is_some() => Err(answer),
+        Some(_) => Ok(()),
+        None => Err(
+            json!({"jsonrpc": "2.0", "error": {"code": -32603, "message": "the serve did not answer"}}),
+        ),
     }
 }

@@ -3,7 +3,9 @@
 // tests/mcp's lock file) called by the scripted model, through the
 // permission prompt, its answer read by the model next.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
+import net from "node:net";
 import path from "node:path";
 
 import { ModelServer, text, toolCalls, toolNames } from "../lib/model_server.mjs";
@@ -22,6 +24,62 @@ function everything() {
   return null;
 }
 
+/** A free loopback port. */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** server-everything in its streamableHttp mode on a loopback port: {url, stop}. */
+async function everythingOverHttp() {
+  const port = await freePort();
+  const child = spawn("node", [EVERYTHING, "streamableHttp"], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: "ignore",
+  });
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const up = await new Promise((resolve) => {
+      const socket = net.connect(port, "127.0.0.1", () => { socket.end(); resolve(true); });
+      socket.once("error", () => resolve(false));
+    });
+    if (up) break;
+    if (Date.now() > deadline) { child.kill("SIGKILL"); throw new Error(`server-everything never listened on ${port}`); }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { url: `http://127.0.0.1:${port}/mcp`, stop: () => child.kill("SIGKILL") };
+}
+
+acpTest("an http MCP server from mcpServers (server-everything's streamableHttp) is called", async ({ connect }) => {
+  if (!everything()) return;
+  const http = await everythingOverHttp();
+  const server = await ModelServer.start();
+  const c = await connect(server);
+  try {
+    const session = await c.agent.request("session/new", {
+      cwd: tempDir(),
+      mcpServers: [{ type: "http", name: "everything", url: http.url, headers: [{ name: "X-Client", value: "acp-sdk" }] }],
+    });
+    await c.agent.request("session/set_mode", { sessionId: session.sessionId, modeId: "auto" });
+    server.push(toolCalls([["h1", "mcp__everything__echo", { message: "over http" }]]), text("ok"));
+    const result = await c.prompt(session.sessionId, "echo it");
+    assert.equal(result.stopReason, "end_turn");
+    const requests = await server.waitForRequests(2);
+    const answer = requests[1].body.messages.find((m) => m.role === "tool" && m.tool_call_id === "h1");
+    assert.equal(answer.content, "Echo: over http");
+  } finally {
+    await c.close();
+    await server.close();
+    http.stop();
+  }
+});
+
 acpTest("an MCP server from mcpServers is called, with a permission prompt, and its answer reaches the model", async ({ connect }) => {
   const definition = everything();
   if (!definition) return;
@@ -36,7 +94,7 @@ acpTest("an MCP server from mcpServers is called, with a permission prompt, and 
     },
   });
   try {
-    assert.deepEqual(c.init.agentCapabilities.mcpCapabilities, { http: false, sse: false });
+    assert.deepEqual(c.init.agentCapabilities.mcpCapabilities, { http: true, sse: false });
     const session = await c.agent.request("session/new", { cwd: tempDir(), mcpServers: [definition] });
     server.push(toolCalls([["m1", "mcp__everything__echo", { message: "hi over acp" }]]), text("Echoed."));
     const result = await c.prompt(session.sessionId, "echo it");

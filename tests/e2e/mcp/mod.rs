@@ -11,7 +11,9 @@ use crate::support::client::{Editor, EditorOptions};
 use crate::support::model_server::{openai, ModelServer, RecordedRequest, Reply};
 
 mod faults;
+mod http;
 mod images;
+mod load;
 mod lsp;
 mod serve;
 
