@@ -350,7 +350,8 @@ impl Daemon {
             Some(_) => header.workspace.clone(),
             None => Vec::new(),
         };
-        let (workspace, roots) = match workspace_for(client, header.workspace_folder.clone(), extra) {
+        let (workspace, roots) = match workspace_for(client, header.workspace_folder.clone(), extra)
+        {
             (_, roots) if roots.is_empty() => {
                 let ws = Arc::new(Workspace::new(header.workspace.clone()));
                 let roots = ws.roots();

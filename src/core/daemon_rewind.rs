@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use super::{Daemon, DaemonError};
-use crate::core::client::Client;
 use crate::core::checkpoints::{
     plan_rewind, rewind_start, run_rewind, Force, RewindFileReport, RewindRun, RewindStatus,
 };
+use crate::core::client::Client;
 use crate::core::log::read_log;
 use crate::core::session::RunState;
 use crate::vocab::event::Event;

@@ -3,8 +3,8 @@
 //! the trajectory `tandem replay` prints for people and tools
 //! ([`trajectory`] follows the story, [`text`] and [`json`] print it).
 
-mod image_lines;
 mod fork;
+mod image_lines;
 mod json;
 mod recovery;
 mod select;

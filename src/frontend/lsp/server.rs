@@ -543,7 +543,11 @@ impl Backend {
         guarded("tandem/forkSession", async move {
             let fork = self
                 .daemon
-                .fork_session(&self.client, &params.session_id, params.message_id.as_deref())
+                .fork_session(
+                    &self.client,
+                    &params.session_id,
+                    params.message_id.as_deref(),
+                )
                 .map_err(daemon_error)?;
             Ok(ForkSessionResult {
                 session_id: fork.id.clone(),
