@@ -85,3 +85,67 @@ T.turn(3)
     );
     assert!(!last.contains("patch the notes"), "{last}");
 }
+
+/// A file the user changed after the turn is a conflict, shown with its
+/// diff; the last choice overwrites it (`force` for that path).
+#[tokio::test]
+async fn tandem_rewind_shows_a_conflicts_diff_and_overwrites_it_when_chosen() {
+    if !super::harness::enabled() {
+        return;
+    }
+    let server = ModelServer::start().await;
+    let ws = Workspace::new();
+    ws.write("notes.txt", "before\n");
+    let patch = "*** Begin Patch\n*** Update File: notes.txt\n@@\n-before\n+after\n*** End Patch";
+    let args = json!({ "input": patch }).to_string();
+    server.push(openai::tool_calls(&[("call_1", "apply_patch", &args)]));
+    server.push(openai::text(["Patched."]));
+    let got = run(
+        &ws,
+        &config(&server, "auto"),
+        r#"
+T.setup()
+vim.cmd('TandemPrompt patch the notes')
+T.turn(1)
+vim.fn.writefile({ 'after', 'my own line' }, T.path('notes.txt'))
+local asked = {}
+vim.ui.select = function(items, opts, on_choice)
+  local shown = vim.tbl_map(opts.format_item, items)
+  table.insert(asked, { kind = opts.kind, items = shown })
+  if opts.kind == 'tandem.rewind.message' then
+    return on_choice(items[1])
+  elseif opts.kind == 'tandem.rewind.what' then
+    T.put('summary', T.lines(vim.fn.bufnr('tandem://rewind')))
+    return on_choice(items[2])
+  else
+    return on_choice(items[2])
+  end
+end
+local n = #T.events
+vim.cmd('TandemRewind')
+local rewound = T.event('TandemRewound', n)
+T.put('asked', asked)
+T.put('result', rewound.data)
+T.put('after', table.concat(vim.fn.readfile(T.path('notes.txt')), '\n'))
+"#,
+    )
+    .await;
+    let summary = got.lines("summary").join("\n");
+    assert!(summary.contains("notes.txt: conflict"), "{summary}");
+    assert!(
+        summary.contains("+my own line"),
+        "the diff is shown: {summary}"
+    );
+    let asked = got.get("asked").as_array().unwrap();
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert_eq!(asked[2]["kind"], "tandem.rewind.force");
+    assert_eq!(
+        asked[2]["items"],
+        json!([
+            "Leave the 1 file(s) you changed alone",
+            "Overwrite them too (your changes are lost)"
+        ])
+    );
+    assert_eq!(got.get("result")["files"][0]["status"], "restored");
+    assert_eq!(got.get("after"), "before");
+}
