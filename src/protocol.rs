@@ -352,6 +352,17 @@ pub enum SessionUpdate {
     CurrentModeUpdate { current_mode_id: String },
     /// The session's title (ACP's `session_info_update`).
     SessionInfo { title: String },
+    /// A `tandem/rewind` ended (tandem only). With `conversation`, the
+    /// model's context now ends before `toMessageId`: the user messages in
+    /// `droppedMessageIds` (and what answered them) are out of it.
+    #[serde(rename_all = "camelCase")]
+    Rewound {
+        rewind_id: String,
+        to_message_id: String,
+        conversation: bool,
+        #[serde(default)]
+        dropped_message_ids: Vec<String>,
+    },
     Usage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call: Option<WireUsage>,

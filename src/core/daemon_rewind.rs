@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use super::{Daemon, DaemonError};
 use crate::core::checkpoints::{
-    plan_rewind, rewind_start, run_rewind, Force, RewindFileReport, RewindRun, RewindStatus,
+    messages_to_drop, plan_rewind, rewind_start, run_rewind, Force, RewindFileReport, RewindRun,
+    RewindStatus,
 };
 use crate::core::client::Client;
 use crate::core::log::read_log;
@@ -122,6 +123,12 @@ impl Daemon {
                 .filter(|e| matches!(e.event, Event::RewindStarted { .. }))
                 .count()
         );
+        let dropped_messages = if request.conversation {
+            let all: Vec<&Event> = events.iter().map(|e| &e.event).collect();
+            messages_to_drop(&all, &request.to_message_id)
+        } else {
+            Vec::new()
+        };
         let bridge = client.turn_bridge(&session.id);
         let files = run_rewind(
             plan,
@@ -135,6 +142,7 @@ impl Daemon {
                 rewind_id: &rewind_id,
                 to_message_id: &request.to_message_id,
                 conversation: request.conversation,
+                dropped_messages,
             },
         )
         .await;

@@ -4,6 +4,17 @@
 
 use crate::vocab::event::Event;
 
+/// The user messages a conversation rewind to `to_message_id` takes out of
+/// the context: that one and every later one still in it, in order.
+pub fn messages_to_drop(events: &[&Event], to_message_id: &str) -> Vec<String> {
+    let dropped = dropped_by_rewinds(events);
+    let messages = events.iter().zip(dropped).filter_map(|(e, gone)| match e {
+        Event::UserMessage { message_id, .. } if !gone => Some(message_id.clone()),
+        _ => None,
+    });
+    messages.skip_while(|id| id != to_message_id).collect()
+}
+
 /// For each event, whether a later `rewound` (with `conversation`) dropped
 /// it. `instructions` events are never dropped: they say what the system
 /// prompt is now, not what was said.

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-pub use self::conversation::dropped_by_rewinds;
+pub use self::conversation::{dropped_by_rewinds, messages_to_drop};
 pub use self::listing::render_checkpoints;
 pub use self::recovery::recover_rewinds;
 pub use self::rewind::{
@@ -553,6 +553,7 @@ pub fn replay_line(event: &Event) -> Option<String> {
             conflicts,
             unrestorable,
             untouched,
+            ..
         } => {
             let mut parts = vec![format!("{} restored", restored.len())];
             if !untouched.is_empty() {

@@ -108,6 +108,7 @@ pub fn recover_rewinds(log: &SessionLog, events: &[LoggedEvent]) -> Vec<LoggedEv
                 conflicts: Vec::new(),
                 unrestorable: Vec::new(),
                 untouched,
+                dropped_messages: Vec::new(),
             },
             &mark,
         ));

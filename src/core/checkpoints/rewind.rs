@@ -297,6 +297,8 @@ pub struct RewindRun<'a> {
     pub rewind_id: &'a str,
     pub to_message_id: &'a str,
     pub conversation: bool,
+    /// With `conversation`: the user messages it drops.
+    pub dropped_messages: Vec<String>,
 }
 
 /// Restores the plan's files and logs the rewind; returns each file's end.
@@ -378,6 +380,7 @@ pub async fn run_rewind(plan: RewindPlan, run: RewindRun<'_>) -> Vec<RewindFileR
         conflicts: named(RewindStatus::Conflict),
         unrestorable: named(RewindStatus::Unrestorable),
         untouched: Vec::new(),
+        dropped_messages: run.dropped_messages,
     });
     reports
 }

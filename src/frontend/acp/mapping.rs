@@ -150,6 +150,7 @@ pub(crate) fn acp_updates_of(mut update: Value) -> Vec<Value> {
         | "turn_end"
         | "agent_message_reset"
         | "context_compacted"
+        | "rewound"
         | "" => return Vec::new(),
         _ => {}
     }
