@@ -14,7 +14,8 @@ import type {
   ApprovalMode, ContentBlock, PermissionOption, PlanEntry, Question, SessionUpdate, ToolCallDiff, Usage,
 } from '../lsp_ext';
 
-export type Item =
+/** `rewound`: a conversation rewind took it out of the model's context (greyed out). */
+export type Item = { rewound?: boolean } & (
   | { kind: 'user'; rev: number; turnId?: string; messageId?: string; text: string; attachments: string[] }
   | { kind: 'agent'; rev: number; turnId?: string; text: string }
   | { kind: 'thought'; rev: number; turnId?: string; text: string }
@@ -36,7 +37,8 @@ export type Item =
   | { kind: 'notice'; rev: number; turnId?: string; text: string }
   | { kind: 'turn_end'; rev: number; turnId?: string; stopReason: string; message?: string; usage: Usage }
   | { kind: 'permission'; rev: number; requestId: string; title: string; options: PermissionOption[]; answer?: string }
-  | { kind: 'question'; rev: number; requestId: string; questions: Question[]; answer?: string };
+  | { kind: 'question'; rev: number; requestId: string; questions: Question[]; answer?: string }
+);
 
 /** A `workspace/applyEdit` waiting in the chat for Accept / Reject. */
 export interface ProposalState { id: string; label: string; files: string[]; outcome?: string }
@@ -229,6 +231,20 @@ function applyUpdate(t: Transcript, e: UpdateEvent): void {
       t.running = false;
       t.planIndex = undefined;
       break;
+    case 'rewound': {
+      // From the first dropped user message on, everything shown is out of
+      // the model's context now (the rewind comes after all of it).
+      if (!u.conversation) break;
+      const first = u.droppedMessageIds[0] ?? u.toMessageId;
+      const from = t.items.findIndex((i) => i.kind === 'user' && i.messageId === first);
+      if (from < 0) break;
+      for (const item of t.items.slice(from)) {
+        if (item.kind === 'permission' || item.kind === 'question' || item.rewound) continue;
+        item.rewound = true;
+        touch(t, item);
+      }
+      break;
+    }
     case 'input_status':
       if (u.status === 'discarded' && u.reason) {
         push(t, { kind: 'notice', rev: 0, turnId, text: `Discarded: ${u.reason}` });
