@@ -52,6 +52,17 @@ T.put('asked', asked)
 T.put('result', rewound.data)
 T.put('after', table.concat(vim.fn.readfile(T.path('notes.txt')), '\n'))
 T.put('final', T.lines(vim.fn.bufnr('tandem://rewind')))
+T.wait(function()
+  return T.chat_text():find('out of the model', 1, true) ~= nil
+end, 'the rewound note')
+local chat = vim.fn.bufnr('tandem://chat')
+local marked = {}
+local ns = vim.api.nvim_create_namespace('tandem_rewound')
+for _, m in ipairs(vim.api.nvim_buf_get_extmarks(chat, ns, 0, -1, { details = true })) do
+  table.insert(marked, vim.api.nvim_buf_get_lines(chat, m[2], m[2] + 1, false)[1] .. m[4].virt_text[1][1])
+end
+T.put('marked', marked)
+T.put('chat', T.chat_lines())
 vim.cmd('TandemPrompt next try')
 T.turn(3)
 "#,
@@ -75,6 +86,13 @@ T.turn(3)
     assert!(
         final_summary.contains("notes.txt: restored"),
         "{final_summary}"
+    );
+    // The chat marks the dropped message, and only it (the `rewound` update).
+    assert_eq!(*got.get("marked"), json!(["## patch the notes (rewound)"]));
+    let chat = got.lines("chat").join("\n");
+    assert!(
+        chat.contains("_[rewound (rw1): 1 message(s) out of the model's context]_"),
+        "{chat}"
     );
     // The next request ends before the rewound message.
     let requests = server.requests();
