@@ -362,6 +362,9 @@ pub enum SessionUpdate {
         conversation: bool,
         #[serde(default)]
         dropped_message_ids: Vec<String>,
+        /// A redo of a conversation rewind: the user messages back in it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        restored_message_ids: Vec<String>,
     },
     Usage {
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -249,12 +249,14 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             to_message_id,
             conversation,
             dropped_messages,
+            restored_messages,
             ..
         } => SessionUpdate::Rewound {
             rewind_id: rewind_id.clone(),
             to_message_id: to_message_id.clone(),
             conversation: *conversation,
             dropped_message_ids: dropped_messages.clone(),
+            restored_message_ids: restored_messages.clone(),
         },
         Event::ToolResult {
             call_id,

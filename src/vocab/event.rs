@@ -546,6 +546,10 @@ pub enum Event {
         /// earlier rewind had not dropped yet).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         dropped_messages: Vec<String>,
+        /// A redo of a conversation rewind: the user messages back in the
+        /// context.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        restored_messages: Vec<String>,
     },
 }
 

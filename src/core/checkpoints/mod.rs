@@ -30,7 +30,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-pub use self::conversation::{dropped_by_rewinds, messages_to_drop};
+pub use self::conversation::{
+    dropped_by_rewinds, is_conversation_rewind, messages_to_drop, redo_effect,
+};
 pub use self::listing::render_checkpoints;
 pub use self::recovery::recover_rewinds;
 pub use self::rewind::{

@@ -109,6 +109,7 @@ pub fn recover_rewinds(log: &SessionLog, events: &[LoggedEvent]) -> Vec<LoggedEv
                 unrestorable: Vec::new(),
                 untouched,
                 dropped_messages: Vec::new(),
+                restored_messages: Vec::new(),
             },
             &mark,
         ));

@@ -202,3 +202,85 @@ fn rewound_updates(editor: &Editor, session: &str) -> Vec<serde_json::Value> {
         .filter(|u| u["update"]["sessionUpdate"] == "rewound")
         .collect()
 }
+
+/// A conversation rewind is undone by rewinding to its `rewindId` with
+/// `conversation: true`: the dropped messages are back in the next request,
+/// in log order, and the windows hear which came back. A files-only
+/// rewind's id cannot be redone as a conversation.
+#[tokio::test]
+async fn a_conversation_rewind_is_redone_by_its_rewind_id() {
+    let server = ModelServer::start().await;
+    let (_dir, root) = workspace();
+    let mut editor = Editor::spawn().await;
+    editor.initialize(&root).await;
+    let session = editor.new_session(auto(&server)).await;
+    server.push(openai::text(["one"]));
+    editor.prompt(&session, "first question").await;
+    server.push(openai::text(["two"]));
+    let (_, updates) = editor.prompt(&session, "second question").await;
+    let second = message_id(&updates);
+    let rewound = rewind(
+        &mut editor,
+        json!({"sessionId": session, "toMessageId": second, "files": false, "conversation": true}),
+    )
+    .await;
+    assert_eq!(rewound["rewindId"], "rw1");
+    server.push(openai::text(["three"]));
+    editor.prompt(&session, "another try").await;
+    let body = server.requests().last().unwrap().body["messages"].to_string();
+    assert!(!body.contains("second question"), "{body}");
+
+    let files_only = rewind(
+        &mut editor,
+        json!({"sessionId": session, "toMessageId": second, "files": true, "conversation": false}),
+    )
+    .await;
+    assert_eq!(files_only["rewindId"], "rw2");
+    let refused = editor
+        .request(
+            "tandem/rewind",
+            json!({"sessionId": session, "toMessageId": "rw2", "files": false, "conversation": true}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("toMessageId: `rw2` is a rewind of the files only"),
+        "{refused}"
+    );
+
+    let redo = rewind(
+        &mut editor,
+        json!({"sessionId": session, "toMessageId": "rw1", "files": false, "conversation": true}),
+    )
+    .await;
+    assert_eq!(redo["rewindId"], "rw3", "{redo}");
+    let update = rewound_updates(&editor, &session).last().unwrap().clone();
+    assert_eq!(
+        update["update"],
+        json!({"sessionUpdate": "rewound", "rewindId": "rw3", "toMessageId": "rw1",
+               "conversation": true, "droppedMessageIds": [],
+               "restoredMessageIds": [second]})
+    );
+    server.push(openai::text(["four"]));
+    editor.prompt(&session, "after the redo").await;
+    let requests = server.requests();
+    let said: Vec<String> = requests.last().unwrap().body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let at = |needle: &str| {
+        said.iter()
+            .position(|t| t.contains(needle))
+            .unwrap_or_else(|| panic!("{needle:?} in {said:?}"))
+    };
+    assert!(at("first question") < at("second question"), "{said:?}");
+    assert!(at("second question") < at("another try"), "{said:?}");
+    assert!(at("another try") < at("after the redo"), "{said:?}");
+    assert_eq!(said.len(), 7, "{said:?}");
+}
