@@ -154,7 +154,7 @@ export type SessionUpdate =
   | { sessionUpdate: 'context_compacted'; removedMessages: number; summarized: boolean }
   | { sessionUpdate: 'current_mode_update'; currentModeId: ApprovalMode }
   | { sessionUpdate: 'session_info'; title: string }
-  | { sessionUpdate: 'rewound'; rewindId: string; toMessageId: string; conversation: boolean; droppedMessageIds: string[] }
+  | { sessionUpdate: 'rewound'; rewindId: string; toMessageId: string; conversation: boolean; droppedMessageIds: string[]; restoredMessageIds?: string[] }
   | { sessionUpdate: 'usage'; call: Usage; turn: Usage; session: Usage }
   | { sessionUpdate: 'turn_end'; stopReason: StopReason; message?: string; usage: Usage };
 

@@ -159,4 +159,7 @@ test('a conversation rewind greys out the dropped messages and what answered the
   // A new prompt after the rewind is not greyed out.
   turn('m4', 'again', 'four', 't4');
   assert.equal(t.items[t.items.length - 1].rewound, undefined);
+  // A redo of rw2 brings m2 and m3 back.
+  apply(t, u({ sessionUpdate: 'rewound', rewindId: 'rw3', toMessageId: 'rw2', conversation: true, droppedMessageIds: [], restoredMessageIds: ['m2', 'm3'] }));
+  assert.deepEqual(t.items.map((i) => i.rewound ?? false), [false, false, false, false, false, false, false, false]);
 });

@@ -65,6 +65,21 @@ T.put('marked', marked)
 T.put('chat', T.chat_lines())
 vim.cmd('TandemPrompt next try')
 T.turn(3)
+-- A redo of the conversation rewind takes the mark off.
+local redone
+require('tandem.client').request('tandem/rewind', {
+  sessionId = require('tandem.session').id(),
+  toMessageId = 'rw1',
+  files = false,
+  conversation = true,
+}, function(err, result)
+  redone = err or result
+end)
+T.wait(function()
+  return redone ~= nil and T.chat_text():find('rw1 redone', 1, true) ~= nil
+end, 'the redo')
+T.put('redone', redone)
+T.put('marks_after_redo', #vim.api.nvim_buf_get_extmarks(chat, ns, 0, -1, {}))
 "#,
     )
     .await;
@@ -102,6 +117,13 @@ T.turn(3)
         "{last}"
     );
     assert!(!last.contains("patch the notes"), "{last}");
+    assert_eq!(
+        got.get("redone")["rewindId"],
+        "rw2",
+        "{:?}",
+        got.get("redone")
+    );
+    assert_eq!(*got.get("marks_after_redo"), json!(0));
 }
 
 /// A file the user changed after the turn is a conflict, shown with its

@@ -232,9 +232,21 @@ function applyUpdate(t: Transcript, e: UpdateEvent): void {
       t.planIndex = undefined;
       break;
     case 'rewound': {
+      if (!u.conversation) break;
+      // A redo: each message it brought back, and what answered it, up to
+      // the next user message that is not back.
+      const back = new Set(u.restoredMessageIds ?? []);
+      let restoring = false;
+      for (const item of t.items) {
+        if (item.kind === 'user') restoring = item.messageId !== undefined && back.has(item.messageId);
+        if (restoring && item.rewound) {
+          item.rewound = undefined;
+          touch(t, item);
+        }
+      }
       // From the first dropped user message on, everything shown is out of
       // the model's context now (the rewind comes after all of it).
-      if (!u.conversation) break;
+      if (u.droppedMessageIds.length === 0) break;
       const first = u.droppedMessageIds[0] ?? u.toMessageId;
       const from = t.items.findIndex((i) => i.kind === 'user' && i.messageId === first);
       if (from < 0) break;
