@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tandem::core::checkpoints::capture;
-use tandem::core::checkpoints::scan::{changed, changed_around, file_key, stat_tree, Stat};
+use tandem::core::checkpoints::scan::{changed, changed_around, file_key, stat_tree, Stat, Stats};
 use tandem::core::checkpoints::store::{now_ms, Bounds, Manifest, Store};
 
 fn env_or(name: &str, default: usize) -> usize {
@@ -76,11 +76,11 @@ fn main() {
             let diff = changed(&before, &after);
             let took = started.elapsed();
             assert_eq!(diff, vec![root.join("d0/f0.txt")]);
-            (took, after.len())
+            (took, after)
         };
-        let mut incremental = |n: usize| {
+        let incremental = |n: usize, last: Stats| {
             let started = Instant::now();
-            let before = std::mem::take(&mut last);
+            let before = last;
             let fresh: std::collections::HashMap<PathBuf, Option<Stat>> = known
                 .iter()
                 .map(|p| (p.clone(), file_key(p).map(|(s, _)| s)))
@@ -90,17 +90,20 @@ fn main() {
             let diff = changed_around(&before, &after, &fresh);
             let took = started.elapsed();
             assert_eq!(diff, vec![root.join("d0/f1.txt")]);
-            last = after;
-            took
+            (took, after)
         };
+        // The walk reused is always the latest one taken (as in a turn).
         let (took, inc) = if run % 2 == 0 {
-            let (took, n) = full(run);
-            seen = n;
-            (took, incremental(run))
+            let (took, after) = full(run);
+            let (inc, after) = incremental(run, after);
+            seen = after.len();
+            last = after;
+            (took, inc)
         } else {
-            let inc = incremental(run);
-            let (took, n) = full(run);
-            seen = n;
+            let (inc, _) = incremental(run, std::mem::take(&mut last));
+            let (took, after) = full(run);
+            seen = after.len();
+            last = after;
             (took, inc)
         };
         if run == 0 {
