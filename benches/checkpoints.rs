@@ -3,9 +3,12 @@
 //! - The scan around a command: `stat_tree` of a generated workspace of
 //!   `TANDEM_BENCH_FILES` files (default 50,000; 500 per directory, a
 //!   `.gitignore` that hides one directory in ten), twice (before and
-//!   after) plus the diff, as `exec_command` pays it. Median of
-//!   `TANDEM_BENCH_RUNS` (default 7) runs, the first (cold) one reported
-//!   apart.
+//!   after) plus the diff, as the first `exec_command` of a turn pays it;
+//!   and incremental, as every later command of the turn pays it: the walk
+//!   after the previous command reused as this one's before, 5 known files
+//!   stat'ed afresh, one walk after, the diff. The two alternate in each
+//!   run (which goes first alternates too). Median of `TANDEM_BENCH_RUNS`
+//!   (default 7) runs, the first (cold) one reported apart.
 //! - A turn's checkpoint: 5 files of 4 KB stored before (hash + write once),
 //!   the manifest, the 5 files again after the change, the manifest again,
 //!   and the prune, in a store already holding 1,000 checkpoints.
@@ -17,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tandem::core::checkpoints::capture;
-use tandem::core::checkpoints::scan::{changed, stat_tree};
+use tandem::core::checkpoints::scan::{changed, changed_around, file_key, stat_tree, Stat, Stats};
 use tandem::core::checkpoints::store::{now_ms, Bounds, Manifest, Store};
 
 fn env_or(name: &str, default: usize) -> usize {
@@ -58,20 +61,56 @@ fn main() {
     let roots = vec![root.clone()];
 
     let mut times = Vec::new();
+    let mut incremental_times = Vec::new();
     let mut seen = 0;
+    let mut last = stat_tree(&roots);
+    let known: Vec<PathBuf> = (1..=5)
+        .map(|i| root.join(format!("d1/f{}.txt", 500 + i)))
+        .collect();
     for run in 0..=runs {
-        let started = Instant::now();
-        let before = stat_tree(&roots);
-        std::fs::write(root.join("d0/f0.txt"), format!("changed {run}\n")).unwrap();
-        let after = stat_tree(&roots);
-        let diff = changed(&before, &after);
-        let took = started.elapsed();
-        assert_eq!(diff, vec![root.join("d0/f0.txt")]);
-        seen = after.len();
+        let full = |n: usize| {
+            let started = Instant::now();
+            let before = stat_tree(&roots);
+            std::fs::write(root.join("d0/f0.txt"), format!("changed {n}\n")).unwrap();
+            let after = stat_tree(&roots);
+            let diff = changed(&before, &after);
+            let took = started.elapsed();
+            assert_eq!(diff, vec![root.join("d0/f0.txt")]);
+            (took, after)
+        };
+        let incremental = |n: usize, last: Stats| {
+            let started = Instant::now();
+            let before = last;
+            let fresh: std::collections::HashMap<PathBuf, Option<Stat>> = known
+                .iter()
+                .map(|p| (p.clone(), file_key(p).map(|(s, _)| s)))
+                .collect();
+            std::fs::write(root.join("d0/f1.txt"), format!("changed {n}\n")).unwrap();
+            let after = stat_tree(&roots);
+            let diff = changed_around(&before, &after, &fresh);
+            let took = started.elapsed();
+            assert_eq!(diff, vec![root.join("d0/f1.txt")]);
+            (took, after)
+        };
+        // The walk reused is always the latest one taken (as in a turn).
+        let (took, inc) = if run % 2 == 0 {
+            let (took, after) = full(run);
+            let (inc, after) = incremental(run, after);
+            seen = after.len();
+            last = after;
+            (took, inc)
+        } else {
+            let (inc, _) = incremental(run, std::mem::take(&mut last));
+            let (took, after) = full(run);
+            seen = after.len();
+            last = after;
+            (took, inc)
+        };
         if run == 0 {
-            println!("scan around a command, first run: {took:.1?}");
+            println!("scan around a command, first run: {took:.1?}; incremental: {inc:.1?}");
         } else {
             times.push(took);
+            incremental_times.push(inc);
         }
     }
     let one = {
@@ -82,6 +121,10 @@ fn main() {
     println!(
         "scan around a command ({seen} visible files): median {:.1?} of {runs} (one walk: {one:.1?})",
         median(times)
+    );
+    println!(
+        "scan around a later command of the turn (incremental): median {:.1?} of {runs}",
+        median(incremental_times)
     );
 
     let home = tempfile::tempdir().unwrap();

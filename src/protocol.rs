@@ -419,6 +419,20 @@ pub enum SessionUpdate {
     CurrentModeUpdate { current_mode_id: String },
     /// The session's title (ACP's `session_info_update`).
     SessionInfo { title: String },
+    /// A `tandem/rewind` ended (tandem only). With `conversation`, the
+    /// model's context now ends before `toMessageId`: the user messages in
+    /// `droppedMessageIds` (and what answered them) are out of it.
+    #[serde(rename_all = "camelCase")]
+    Rewound {
+        rewind_id: String,
+        to_message_id: String,
+        conversation: bool,
+        #[serde(default)]
+        dropped_message_ids: Vec<String>,
+        /// A redo of a conversation rewind: the user messages back in it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        restored_message_ids: Vec<String>,
+    },
     Usage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call: Option<WireUsage>,

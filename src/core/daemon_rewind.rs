@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use super::{Daemon, DaemonError};
 use crate::core::checkpoints::{
-    plan_rewind, rewind_start, run_rewind, Force, RewindFileReport, RewindRun, RewindStatus,
+    is_conversation_rewind, messages_to_drop, plan_rewind, redo_effect, rewind_start, run_rewind,
+    Force, RewindFileReport, RewindRun, RewindStatus,
 };
 use crate::core::client::Client;
 use crate::core::log::read_log;
@@ -89,13 +90,16 @@ impl Daemon {
                 request.session_id, request.to_message_id
             ))
         })?;
+        let all: Vec<&Event> = events.iter().map(|e| &e.event).collect();
+        let is_message = events.iter().any(|e| {
+            matches!(&e.event, Event::UserMessage { message_id, .. } if *message_id == request.to_message_id)
+        });
         if request.conversation
-            && !events.iter().any(|e| {
-                matches!(&e.event, Event::UserMessage { message_id, .. } if *message_id == request.to_message_id)
-            })
+            && !is_message
+            && !is_conversation_rewind(&all, &request.to_message_id)
         {
             return Err(DaemonError::InvalidParams(format!(
-                "toMessageId: `{}` is a rewind, not a message: only files can be rewound to it (conversation: false)",
+                "toMessageId: `{}` is a rewind of the files only: only files can be rewound to it (conversation: false)",
                 request.to_message_id
             )));
         }
@@ -122,6 +126,11 @@ impl Daemon {
                 .filter(|e| matches!(e.event, Event::RewindStarted { .. }))
                 .count()
         );
+        let (dropped_messages, restored_messages) = match (request.conversation, is_message) {
+            (false, _) => (Vec::new(), Vec::new()),
+            (true, true) => (messages_to_drop(&all, &request.to_message_id), Vec::new()),
+            (true, false) => redo_effect(&all, &request.to_message_id),
+        };
         let bridge = client.turn_bridge(&session.id);
         let files = run_rewind(
             plan,
@@ -135,6 +144,8 @@ impl Daemon {
                 rewind_id: &rewind_id,
                 to_message_id: &request.to_message_id,
                 conversation: request.conversation,
+                dropped_messages,
+                restored_messages,
             },
         )
         .await;

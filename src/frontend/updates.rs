@@ -244,6 +244,20 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         Event::TitleChanged { title, .. } => SessionUpdate::SessionInfo {
             title: title.clone(),
         },
+        Event::Rewound {
+            rewind_id,
+            to_message_id,
+            conversation,
+            dropped_messages,
+            restored_messages,
+            ..
+        } => SessionUpdate::Rewound {
+            rewind_id: rewind_id.clone(),
+            to_message_id: to_message_id.clone(),
+            conversation: *conversation,
+            dropped_message_ids: dropped_messages.clone(),
+            restored_message_ids: restored_messages.clone(),
+        },
         Event::ToolResult {
             call_id,
             status,
@@ -326,8 +340,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         | Event::Checkpoint { .. }
         | Event::CheckpointEnd { .. }
         | Event::RewindStarted { .. }
-        | Event::RewindFile { .. }
-        | Event::Rewound { .. } => return None,
+        | Event::RewindFile { .. } => return None,
     };
     Some(update)
 }

@@ -555,6 +555,15 @@ pub enum Event {
         /// it had not written yet (untouched).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         untouched: Vec<String>,
+        /// With `conversation`: the user messages it took out of the
+        /// model's context (`to_message_id` and those after it that an
+        /// earlier rewind had not dropped yet).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        dropped_messages: Vec<String>,
+        /// A redo of a conversation rewind: the user messages back in the
+        /// context.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        restored_messages: Vec<String>,
     },
 }
 

@@ -163,6 +163,7 @@ export type SessionUpdate =
   | { sessionUpdate: 'session_info'; title: string }
   | { sessionUpdate: 'current_model_update'; modelId: string; name: string; effort?: string }
   | { sessionUpdate: 'usage'; call: Usage; turn: Usage; session: Usage; context?: { used: number; size: number } }
+  | { sessionUpdate: 'rewound'; rewindId: string; toMessageId: string; conversation: boolean; droppedMessageIds: string[]; restoredMessageIds?: string[] }
   | { sessionUpdate: 'turn_end'; stopReason: StopReason; message?: string; usage: Usage };
 
 export interface UpdateParams { sessionId: string; turnId?: string; update: SessionUpdate }

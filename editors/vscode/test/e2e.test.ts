@@ -89,6 +89,7 @@ async function inShared(t: TestContext, body: (wb: Workbench, chat: Frame) => Pr
       shared.write('p.txt', 'one\ntwo\n');
       shared.write('e.txt', 'keep\nold line\nkeep too\n');
       shared.write('k.txt', 'small\n');
+      shared.write('f.txt', 'plain\n');
       await shared.start();
       sharedChat = await shared.openChat();
     }
@@ -158,6 +159,38 @@ test('Restore checkpoint on a message: the files and conflicts are shown, then t
     await chat.locator('.item.notice', { hasText: 'restored 1 file(s)' }).waitFor({ timeout: 30_000 });
     assert.match(await wb.editorText(), /^small/, 'the buffer is restored through an edit (undo works)');
     assert.equal(wb.read('k.txt'), 'small\n', 'the disk was never written');
+  });
+});
+
+test('Restore checkpoint over a line you typed since: its diff is shown, and ticking it overwrites it', { skip, timeout: 180_000 }, async (t) => {
+  await inShared(t, async (wb, chat) => {
+    await wb.openFile('f.txt');
+    server.push(toolCall('call_f', 'apply_patch', { input: '*** Begin Patch\n*** Update File: f.txt\n@@\n-plain\n+AGENT\n*** End Patch' }), text('Shouted.'));
+    await wb.send(chat, 'shout f.txt');
+    const card = chat.locator('.item.tool[data-tool-call-id="call_f"]');
+    await card.locator('button.accept').click({ timeout: 30_000 });
+    await chat.locator('.item.agent', { hasText: 'Shouted.' }).waitFor({ timeout: 30_000 });
+    await wb.openFile('f.txt');
+    await wb.page.keyboard.press('Control+Home');
+    await wb.page.keyboard.type('mine ');
+    assert.match(await wb.editorText(), /^mine AGENT/);
+    const notices = await chat.locator('.item.notice', { hasText: 'Rewound' }).count();
+    await chat.locator('.item.user', { hasText: 'shout f.txt' }).locator('button.restore').click({ timeout: 30_000 });
+    const files = wb.page.locator('.quick-input-list .monaco-list-row', { hasText: 'Files only' });
+    await files.waitFor({ timeout: 30_000 });
+    assert.match(await files.innerText(), /f\.txt: conflict/, 'the conflict is shown before anything changes');
+    await files.click();
+    // The diff opens beside; the second QuickPick asks which to overwrite.
+    await wb.page.locator('.quick-input-widget', { hasText: 'Overwrite the files you changed since?' }).waitFor({ timeout: 30_000 });
+    await wb.page.locator('.monaco-editor .view-line', { hasText: '+mine AGENT' }).first().waitFor({ timeout: 30_000 });
+    const row = wb.page.locator('.quick-input-list .monaco-list-row', { hasText: 'f.txt' });
+    await row.locator('.quick-input-list-checkbox, input[type="checkbox"], [role="checkbox"]').first().click();
+    await wb.page.locator('.quick-input-widget .quick-input-box input').first().press('Enter');
+    await chat.locator('.item.notice', { hasText: 'Rewound' }).nth(notices).waitFor({ timeout: 30_000 });
+    assert.match(await chat.locator('.item.notice', { hasText: 'Rewound' }).nth(notices).innerText(), /restored 1 file\(s\)/);
+    await wb.openFile('f.txt');
+    assert.match(await wb.editorText(), /^plain/, 'the typed line was overwritten, as ticked');
+    assert.equal(wb.read('f.txt'), 'plain\n', 'through the buffer, not the disk');
   });
 });
 

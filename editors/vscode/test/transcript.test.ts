@@ -169,3 +169,26 @@ test('the model picker state follows the answers and current_model_update; the m
   apply(t, { local: 'session', sessionId: 'other' });
   assert.equal(contextMeter(t), undefined, 'another session starts empty');
 });
+
+test('a conversation rewind greys out the dropped messages and what answered them; a files-only one changes nothing', () => {
+  const t = fresh();
+  const turn = (id: string, text: string, answer: string, turnId: string): void => {
+    apply(t, { sessionId: S, turnId, update: { sessionUpdate: 'user_message', messageId: id, content: [{ type: 'text', text }] } });
+    apply(t, { sessionId: S, turnId, update: { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: answer } } });
+  };
+  turn('m1', 'first', 'one', 't1');
+  turn('m2', 'second', 'two', 't2');
+  turn('m3', 'third', 'three', 't3');
+  apply(t, u({ sessionUpdate: 'rewound', rewindId: 'rw1', toMessageId: 'm2', conversation: false, droppedMessageIds: [] }));
+  assert.deepEqual(t.items.map((i) => i.rewound ?? false), [false, false, false, false, false, false]);
+  const rev = t.rev;
+  apply(t, u({ sessionUpdate: 'rewound', rewindId: 'rw2', toMessageId: 'm2', conversation: true, droppedMessageIds: ['m2', 'm3'] }));
+  assert.deepEqual(t.items.map((i) => i.rewound ?? false), [false, false, true, true, true, true]);
+  assert.ok(t.items.slice(2).every((i) => i.rev > rev), 'the greyed items are redrawn');
+  // A new prompt after the rewind is not greyed out.
+  turn('m4', 'again', 'four', 't4');
+  assert.equal(t.items[t.items.length - 1].rewound, undefined);
+  // A redo of rw2 brings m2 and m3 back.
+  apply(t, u({ sessionUpdate: 'rewound', rewindId: 'rw3', toMessageId: 'rw2', conversation: true, droppedMessageIds: [], restoredMessageIds: ['m2', 'm3'] }));
+  assert.deepEqual(t.items.map((i) => i.rewound ?? false), [false, false, false, false, false, false, false, false]);
+});

@@ -339,6 +339,10 @@ function render(): void {
     const item = transcript.items[i];
     if (renderedRev[i] === item.rev) continue;
     const el = renderItem(item);
+    if (item.rewound) {
+      el.classList.add('rewound');
+      el.title = 'Rewound: no longer in the model\'s context';
+    }
     stats.itemRenders++;
     if (i < nodes.length) {
       nodes[i].replaceWith(el);

@@ -30,14 +30,16 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-pub use self::conversation::dropped_by_rewinds;
+pub use self::conversation::{
+    dropped_by_rewinds, is_conversation_rewind, messages_to_drop, redo_effect,
+};
 pub use self::listing::render_checkpoints;
 pub use self::recovery::recover_rewinds;
 pub use self::rewind::{
     plan_rewind, rewind_start, run_rewind, Force, RewindFileReport, RewindPlan, RewindRun,
     RewindStatus,
 };
-use self::scan::Stats;
+use self::scan::{ScanCache, Stat, Stats};
 use self::store::{Bounds, Manifest, Store};
 use crate::buffers::BufferCache;
 use crate::config::checkpoints::CheckpointsConfig;
@@ -61,6 +63,8 @@ pub struct SessionCheckpoints {
     conversation_rewound: std::sync::atomic::AtomicBool,
     /// Held while a rewind runs: one at a time.
     rewinding: tokio::sync::Mutex<()>,
+    /// The last walk of this turn and known files' stored states.
+    scans: Mutex<ScanCache>,
 }
 
 /// One checkpoint being made (a turn's, or a rewind's).
@@ -156,6 +160,7 @@ impl SessionCheckpoints {
             seen: Mutex::new(BTreeSet::new()),
             conversation_rewound: Default::default(),
             rewinding: tokio::sync::Mutex::new(()),
+            scans: Mutex::new(ScanCache::default()),
         }
     }
 
@@ -182,6 +187,29 @@ impl SessionCheckpoints {
     pub fn take_conversation_rewound(&self) -> bool {
         self.conversation_rewound
             .swap(false, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn scans(&self) -> std::sync::MutexGuard<'_, ScanCache> {
+        self.scans.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A known file's disk content, stored; read and hashed again only
+    /// when its size, mtime or mode changed since it was last stored here.
+    fn known_state(&self, path: &Path, key: Option<(Stat, u32)>) -> io::Result<FileState> {
+        if let Some(key) = key {
+            let cached = self.scans().state(path, key);
+            if let Some(state) =
+                cached.filter(|s| s.hash.as_deref().is_some_and(|h| self.store.has(h)))
+            {
+                return Ok(state);
+            }
+        }
+        let state = capture(&self.store, path, None)?;
+        if let Some(key) = key.filter(|k| scan::file_key(path) == Some(*k)) {
+            self.scans()
+                .remember(path.to_path_buf(), key, state.clone());
+        }
+        Ok(state)
     }
 
     /// Adds `files` (those not yet in it) to `recording`, their content
@@ -346,6 +374,7 @@ impl SessionCheckpoints {
         self: &Arc<Self>,
         config: &CheckpointsConfig,
         ctx: &ToolContext,
+        turn_id: &str,
     ) -> Option<CommandWatch> {
         if !config.scan_commands {
             return None;
@@ -365,15 +394,19 @@ impl SessionCheckpoints {
         if let Some(turn) = &*self.turn.lock().unwrap_or_else(|e| e.into_inner()) {
             known.extend(turn.files.keys().cloned());
         }
-        let this = self.clone();
+        let (this, turn_id) = (self.clone(), turn_id.to_string());
         let watch = tokio::task::spawn_blocking(move || -> io::Result<CommandWatch> {
-            let stats = scan::stat_tree(&roots);
+            let reused = this.scans().take_walk(&turn_id, &roots);
+            let stats = reused.unwrap_or_else(|| scan::stat_tree(&roots));
             let _lock = this.store.shared()?;
             let mut states = HashMap::new();
+            let mut fresh = HashMap::new();
             for path in known {
                 if roots.iter().any(|r| path.starts_with(r)) {
+                    let key = scan::file_key(&path);
+                    fresh.insert(path.clone(), key.map(|(stat, _)| stat));
                     // The disk's content: a command changes the disk.
-                    if let Ok(state) = capture(&this.store, &path, None) {
+                    if let Ok(state) = this.known_state(&path, key) {
                         states.insert(path, state);
                     }
                 }
@@ -381,6 +414,7 @@ impl SessionCheckpoints {
             Ok(CommandWatch {
                 roots,
                 stats,
+                fresh,
                 known: states,
             })
         })
@@ -404,8 +438,10 @@ impl SessionCheckpoints {
     ) {
         let (this, turn_id, log) = (self.clone(), turn_id.to_string(), log.clone());
         let done = tokio::task::spawn_blocking(move || -> io::Result<()> {
+            let taken = std::time::Instant::now();
             let after = scan::stat_tree(&watch.roots);
-            let changed = scan::changed(&watch.stats, &after);
+            let changed = scan::changed_around(&watch.stats, &after, &watch.fresh);
+            this.scans().keep_walk(&turn_id, &watch.roots, after, taken);
             if changed.is_empty() {
                 return Ok(());
             }
@@ -435,6 +471,7 @@ impl SessionCheckpoints {
         log: &Arc<SessionLog>,
         config: &CheckpointsConfig,
     ) {
+        self.scans().forget_walk();
         let recording = {
             let mut turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
             match turn.take() {
@@ -466,6 +503,8 @@ impl SessionCheckpoints {
 pub struct CommandWatch {
     roots: Vec<PathBuf>,
     stats: Stats,
+    /// The known files' size and mtime just before the command.
+    fresh: HashMap<PathBuf, Option<Stat>>,
     known: HashMap<PathBuf, FileState>,
 }
 
@@ -516,6 +555,7 @@ pub fn replay_line(event: &Event) -> Option<String> {
             conflicts,
             unrestorable,
             untouched,
+            ..
         } => {
             let mut parts = vec![format!("{} restored", restored.len())];
             if !untouched.is_empty() {

@@ -108,6 +108,8 @@ pub fn recover_rewinds(log: &SessionLog, events: &[LoggedEvent]) -> Vec<LoggedEv
                 conflicts: Vec::new(),
                 unrestorable: Vec::new(),
                 untouched,
+                dropped_messages: Vec::new(),
+                restored_messages: Vec::new(),
             },
             &mark,
         ));

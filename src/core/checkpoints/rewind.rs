@@ -297,6 +297,10 @@ pub struct RewindRun<'a> {
     pub rewind_id: &'a str,
     pub to_message_id: &'a str,
     pub conversation: bool,
+    /// With `conversation`: the user messages it drops, and (a redo) those
+    /// it brings back.
+    pub dropped_messages: Vec<String>,
+    pub restored_messages: Vec<String>,
 }
 
 /// Restores the plan's files and logs the rewind; returns each file's end.
@@ -378,6 +382,8 @@ pub async fn run_rewind(plan: RewindPlan, run: RewindRun<'_>) -> Vec<RewindFileR
         conflicts: named(RewindStatus::Conflict),
         unrestorable: named(RewindStatus::Unrestorable),
         untouched: Vec::new(),
+        dropped_messages: run.dropped_messages,
+        restored_messages: run.restored_messages,
     });
     reports
 }

@@ -33,7 +33,7 @@ pub(super) async fn before_call(
         "exec_command" => {
             session
                 .checkpoints
-                .before_command(&session.config.checkpoints, ctx)
+                .before_command(&session.config.checkpoints, ctx, turn_id)
                 .await
         }
         _ => None,

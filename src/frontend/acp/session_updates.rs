@@ -125,6 +125,7 @@ pub(crate) fn acp_updates(update: Tandem) -> Vec<acp::SessionUpdate> {
         Tandem::InputStatus { .. }
         | Tandem::Usage { .. }
         | Tandem::CurrentModelUpdate { .. }
+        | Tandem::Rewound { .. }
         | Tandem::TurnEnd { .. }
         | Tandem::AgentMessageReset {}
         | Tandem::ContextCompacted { .. } => return Vec::new(),

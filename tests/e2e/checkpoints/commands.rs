@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::{auto, logged, message_id, put, rewind, script_call, statuses, workspace};
 use crate::support::client::{file_uri, tandem_bin, Editor};
-use crate::support::model_server::ModelServer;
+use crate::support::model_server::{openai, ModelServer};
 
 #[tokio::test]
 async fn a_command_made_change_is_restored_or_listed_as_unrestorable() {
@@ -139,4 +139,81 @@ async fn scan_commands_false_turns_the_scan_off() {
     assert_eq!(receipt["result"]["stopReason"], "end_turn", "{receipt}");
     assert!(root.join("made.txt").exists());
     assert!(logged(&editor, &session, "checkpoint").is_empty());
+}
+
+/// The scan is incremental within a turn: the second command reuses the
+/// walk after the first, and the file a patch changed between them is
+/// compared by a fresh stat. Every change is still found and restored.
+#[tokio::test]
+async fn two_commands_and_a_patch_in_one_turn_are_all_restored() {
+    let server = ModelServer::start().await;
+    let (_dir, root) = workspace();
+    put(&root, "k.txt", b"k1\n", 0o644);
+    put(&root, "u.txt", b"theirs\n", 0o644);
+    let mut editor = Editor::spawn().await;
+    editor.initialize(&root).await;
+    let session = editor.new_session(auto(&server)).await;
+    let first = json!({ "cmd": "printf a > a.txt; printf more >> u.txt" });
+    let patch = "*** Begin Patch\n*** Update File: k.txt\n@@\n-k1\n+k2\n*** End Patch";
+    let second = json!({ "cmd": "printf more >> k.txt; printf b > b.txt; printf aa > a.txt" });
+    server.push(openai::tool_calls(&[(
+        "call_1",
+        "exec_command",
+        &first.to_string(),
+    )]));
+    server.push(openai::tool_calls(&[(
+        "call_2",
+        "apply_patch",
+        &json!({ "input": patch }).to_string(),
+    )]));
+    server.push(openai::tool_calls(&[(
+        "call_3",
+        "exec_command",
+        &second.to_string(),
+    )]));
+    server.push(openai::text(["done"]));
+    let (receipt, updates) = editor.prompt(&session, "three calls").await;
+    assert_eq!(receipt["result"]["stopReason"], "end_turn", "{receipt}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("k.txt")).unwrap(),
+        "k2\nmore"
+    );
+    let by_command: Vec<String> = logged(&editor, &session, "checkpoint")
+        .iter()
+        .flat_map(|c| c["files"].as_array().unwrap().clone())
+        .filter(|f| f["by_command"] == true)
+        .map(|f| {
+            f["path"]
+                .as_str()
+                .unwrap()
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(by_command, ["a.txt", "u.txt", "b.txt"]);
+
+    let result = rewind(
+        &mut editor,
+        json!({"sessionId": session, "toMessageId": message_id(&updates),
+               "files": true, "conversation": false}),
+    )
+    .await;
+    assert_eq!(
+        statuses(&result),
+        [
+            ("a.txt".into(), "restored".into()),
+            ("b.txt".into(), "restored".into()),
+            ("k.txt".into(), "restored".into()),
+            ("u.txt".into(), "unrestorable".into()),
+        ]
+    );
+    assert!(!root.join("a.txt").exists());
+    assert!(!root.join("b.txt").exists());
+    assert_eq!(std::fs::read_to_string(root.join("k.txt")).unwrap(), "k1\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("u.txt")).unwrap(),
+        "theirs\nmore"
+    );
 }

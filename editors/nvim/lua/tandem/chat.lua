@@ -228,6 +228,14 @@ function M.block(key, lines, fold)
   follow(wins)
 end
 
+--- The 0-based row where block `key` starts, or nil.
+function M.block_row(key)
+  local block = state.blocks[key]
+  if block then
+    return vim.api.nvim_buf_get_extmark_by_id(M.buf(), ns, block.mark, {})[1]
+  end
+end
+
 --- Whether block `key` is shown.
 function M.has_block(key)
   return state.blocks[key] ~= nil
@@ -268,6 +276,7 @@ function M.clear()
   M.flush()
   local buf = M.buf()
   vim.api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  vim.api.nvim_buf_clear_namespace(buf, vim.api.nvim_create_namespace('tandem_rewound'), 0, -1)
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
   state.blocks, state.step_mark = {}, nil
 end

@@ -2,6 +2,9 @@
 -- (vim.ui.select), see what a rewind to before it would do to the files
 -- (a dry run: restored, conflicts with their diffs, unrestorable), then
 -- choose what to rewind: files and conversation, files, or conversation.
+-- When files the user changed since are in the way (their diffs are in the
+-- summary), a last choice leaves them alone or overwrites them (`force`
+-- for those paths).
 local client = require('tandem.client')
 
 local M = {}
@@ -54,12 +57,31 @@ local function report(err)
   end)
 end
 
-local function run(id, message, choice, preview)
+--- The choices for conflicting files: leave them, overwrite all, or
+--- (with more than one) overwrite just one. Each has the `force` to send.
+function M.force_choices(conflicts)
+  local paths = vim.tbl_map(function(f)
+    return f.path
+  end, conflicts)
+  local choices = {
+    { label = 'Leave the ' .. #paths .. ' file(s) you changed alone', force = nil },
+    { label = 'Overwrite them too (your changes are lost)', force = paths },
+  }
+  if #paths > 1 then
+    for _, path in ipairs(paths) do
+      table.insert(choices, { label = 'Overwrite only ' .. vim.fn.fnamemodify(path, ':.'), force = { path } })
+    end
+  end
+  return choices
+end
+
+local function run(id, message, choice, preview, force)
   local params = {
     sessionId = id,
     toMessageId = message.id,
     files = choice.files,
     conversation = choice.conversation,
+    force = force,
   }
   client.request('tandem/rewind', params, function(err, result)
     if err then
@@ -110,9 +132,26 @@ function M.pick()
             return c.label
           end,
         }, function(choice)
-          if choice then
-            run(id, message, choice, preview)
+          if not choice then
+            return
           end
+          local conflicts = vim.tbl_filter(function(f)
+            return f.status == 'conflict'
+          end, result.files or {})
+          if not choice.files or #conflicts == 0 then
+            return run(id, message, choice, preview)
+          end
+          vim.ui.select(M.force_choices(conflicts), {
+            prompt = #conflicts .. ' file(s) changed since (diffs above): overwrite them?',
+            kind = 'tandem.rewind.force',
+            format_item = function(c)
+              return c.label
+            end,
+          }, function(force)
+            if force then
+              run(id, message, choice, preview, force.force)
+            end
+          end)
         end)
       end)
     end)

@@ -104,6 +104,13 @@ end
 
 local renderers = {}
 
+-- messageId -> the chat block of that user message (a `rewound` update
+-- names messages, not turns).
+local user_blocks = {}
+local rewound_ns = vim.api.nvim_create_namespace('tandem_rewound')
+-- messageId -> the extmark that marks it rewound.
+local rewound_marks = {}
+
 function renderers.user_message(update, params)
   chat.end_step()
   local text = first_text(update.content)
@@ -117,7 +124,11 @@ function renderers.user_message(update, params)
     table.insert(lines, '_with ' .. table.concat(names, ', ') .. '_')
   end
   table.insert(lines, '')
-  chat.block(key('user', params, update.messageId or tostring(vim.uv.hrtime())), lines)
+  local block = key('user', params, update.messageId or tostring(vim.uv.hrtime()))
+  chat.block(block, lines)
+  if update.messageId then
+    user_blocks[update.messageId] = block
+  end
   if update.messageId and params.sessionId then
     local list = M.messages[params.sessionId] or {}
     M.messages[params.sessionId] = list
@@ -226,6 +237,56 @@ end
 
 function renderers.context_compacted(update)
   chat.write(string.format('\n_[%d earlier messages compacted]_\n', update.removedMessages or 0))
+end
+
+-- A conversation rewind: the dropped user messages' headings are marked
+-- "(rewound)" and greyed (namespace `tandem_rewound`), and their entries in
+-- `M.messages` get `rewound = true`; a note says what happened. A redo
+-- (`restoredMessageIds`) takes the marks off the messages it brings back.
+function renderers.rewound(update, params)
+  if not update.conversation then
+    return
+  end
+  chat.end_step()
+  local dropped = update.droppedMessageIds or {}
+  local restored = update.restoredMessageIds or {}
+  local buf = chat.buf()
+  for _, id in ipairs(restored) do
+    if rewound_marks[id] then
+      pcall(vim.api.nvim_buf_del_extmark, buf, rewound_ns, rewound_marks[id])
+      rewound_marks[id] = nil
+    end
+    for _, m in ipairs(M.messages[params.sessionId] or {}) do
+      if m.id == id then
+        m.rewound = nil
+      end
+    end
+  end
+  if #restored > 0 then
+    chat.write(string.format('\n_[%s redone: %d message(s) back in the context]_\n', update.toMessageId, #restored))
+  end
+  for _, id in ipairs(dropped) do
+    local row = user_blocks[id] and chat.block_row(user_blocks[id])
+    if row then
+      local line = vim.api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or ''
+      rewound_marks[id] = vim.api.nvim_buf_set_extmark(buf, rewound_ns, row, 0, {
+        end_col = #line,
+        hl_group = 'Comment',
+        virt_text = { { ' (rewound)', 'Comment' } },
+        virt_text_pos = 'eol',
+      })
+    end
+    for _, m in ipairs(M.messages[params.sessionId] or {}) do
+      if m.id == id then
+        m.rewound = true
+      end
+    end
+  end
+  if #dropped > 0 then
+    chat.write(
+      string.format("\n_[rewound (%s): %d message(s) out of the model's context]_\n", update.rewindId or '', #dropped)
+    )
+  end
 end
 
 function renderers.turn_end(update, params)

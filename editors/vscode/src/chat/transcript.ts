@@ -15,7 +15,8 @@ import type {
 } from '../lsp_ext';
 import { applyModelUpdate, applyUsageContext } from './models';
 
-export type Item =
+/** `rewound`: a conversation rewind took it out of the model's context (greyed out). */
+export type Item = { rewound?: boolean } & (
   | { kind: 'user'; rev: number; turnId?: string; messageId?: string; text: string; attachments: string[] }
   | { kind: 'agent'; rev: number; turnId?: string; text: string }
   | { kind: 'thought'; rev: number; turnId?: string; text: string }
@@ -37,7 +38,8 @@ export type Item =
   | { kind: 'notice'; rev: number; turnId?: string; text: string }
   | { kind: 'turn_end'; rev: number; turnId?: string; stopReason: string; message?: string; usage: Usage }
   | { kind: 'permission'; rev: number; requestId: string; title: string; options: PermissionOption[]; answer?: string }
-  | { kind: 'question'; rev: number; requestId: string; questions: Question[]; answer?: string };
+  | { kind: 'question'; rev: number; requestId: string; questions: Question[]; answer?: string }
+);
 
 /** A `workspace/applyEdit` waiting in the chat for Accept / Reject. */
 export interface ProposalState { id: string; label: string; files: string[]; outcome?: string }
@@ -244,6 +246,32 @@ function applyUpdate(t: Transcript, e: UpdateEvent): void {
       t.running = false;
       t.planIndex = undefined;
       break;
+    case 'rewound': {
+      if (!u.conversation) break;
+      // A redo: each message it brought back, and what answered it, up to
+      // the next user message that is not back.
+      const back = new Set(u.restoredMessageIds ?? []);
+      let restoring = false;
+      for (const item of t.items) {
+        if (item.kind === 'user') restoring = item.messageId !== undefined && back.has(item.messageId);
+        if (restoring && item.rewound) {
+          item.rewound = undefined;
+          touch(t, item);
+        }
+      }
+      // From the first dropped user message on, everything shown is out of
+      // the model's context now (the rewind comes after all of it).
+      if (u.droppedMessageIds.length === 0) break;
+      const first = u.droppedMessageIds[0] ?? u.toMessageId;
+      const from = t.items.findIndex((i) => i.kind === 'user' && i.messageId === first);
+      if (from < 0) break;
+      for (const item of t.items.slice(from)) {
+        if (item.kind === 'permission' || item.kind === 'question' || item.rewound) continue;
+        item.rewound = true;
+        touch(t, item);
+      }
+      break;
+    }
     case 'input_status':
       if (u.status === 'discarded' && u.reason) {
         push(t, { kind: 'notice', rev: 0, turnId, text: `Discarded: ${u.reason}` });
