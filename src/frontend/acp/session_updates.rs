@@ -231,8 +231,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::frontend::acp::modes::config_options;
-    use crate::vocab::approval::ApprovalMode;
 
     /// Each update as JSON, as `tandem acp` wrote it before the schema's
     /// types built it.
@@ -338,11 +336,9 @@ mod tests {
         );
         assert_eq!(
             wire(json!({"sessionUpdate": "current_mode_update", "currentModeId": "auto"})),
-            vec![
-                json!({"sessionUpdate": "current_mode_update", "currentModeId": "auto"}),
-                json!({"sessionUpdate": "config_option_update",
-                       "configOptions": config_options(ApprovalMode::Auto)}),
-            ]
+            // The config options (mode, model, effort) follow from the
+            // sink's `ConfigStates`, not from this mapping.
+            vec![json!({"sessionUpdate": "current_mode_update", "currentModeId": "auto"})]
         );
         for quiet in [
             json!({"sessionUpdate": "agent_message_reset"}),
