@@ -124,12 +124,28 @@ impl EventSink for AcpSink {
 
 /// The ACP updates of one event (none for tandem-only ones).
 pub(super) fn acp_updates(event: &Event) -> Vec<Value> {
-    let Some(update) = session_update(event) else {
-        return Vec::new();
-    };
+    session_update(event).map(typed_updates).unwrap_or_default()
+}
+
+/// The ACP updates of one `tandem/update`'s `update` (none for tandem-only
+/// kinds): what `tandem acp` sends for an event, and `tandem acp --attach`
+/// for the serve's update of it.
+pub(crate) fn acp_updates_of(update: Value) -> Vec<Value> {
+    match protocol::SessionUpdate::deserialize(&update) {
+        Ok(typed) => typed_updates(typed),
+        // Not one of the serve's own updates: passed on as it came.
+        Err(e) => {
+            tracing::warn!("an update the ACP mapping does not know ({e}): {update}");
+            vec![update]
+        }
+    }
+}
+
+/// One tandem update as ACP's: `usage` as the `usage_update` built beside
+/// the model's config options (with the context in use), every other kind
+/// through the schema's types.
+fn typed_updates(update: protocol::SessionUpdate) -> Vec<Value> {
     if let protocol::SessionUpdate::Usage { .. } = update {
-        // ACP's `usage_update` (with the context in use), built beside the
-        // model's config options.
         return serde_json::to_value(&update)
             .ok()
             .and_then(|u| super::model_options::usage_update(&u))
@@ -140,26 +156,6 @@ pub(super) fn acp_updates(event: &Event) -> Vec<Value> {
         .iter()
         .filter_map(session_updates::update_value)
         .collect()
-}
-
-/// The ACP updates of one `tandem/update`'s `update` (none for tandem-only
-/// kinds): what `tandem acp` sends for an event, and `tandem acp --attach`
-/// for the serve's update of it.
-pub(crate) fn acp_updates_of(update: Value) -> Vec<Value> {
-    match protocol::SessionUpdate::deserialize(&update) {
-        Ok(protocol::SessionUpdate::Usage { .. }) => super::model_options::usage_update(&update)
-            .into_iter()
-            .collect(),
-        Ok(update) => session_updates::acp_updates(update)
-            .iter()
-            .filter_map(session_updates::update_value)
-            .collect(),
-        // Not one of the serve's own updates: passed on as it came.
-        Err(e) => {
-            tracing::warn!("an update the ACP mapping does not know ({e}): {update}");
-            vec![update]
-        }
-    }
 }
 
 /// ACP's stop reasons are fewer than tandem's: the closest one, and
