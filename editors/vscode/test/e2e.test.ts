@@ -119,7 +119,7 @@ test('accept a proposed patch from the chat card: the buffer changes, the disk d
     assert.equal(await card.locator('.diffs li').first().innerText({ timeout: 30_000 }), 'update a.txt', 'paths are shown relative to the folder');
     await card.locator('button.accept').click();
     await chat.locator('.item.agent', { hasText: 'Uppercased.' }).waitFor({ timeout: 30_000 });
-    assert.match(await wb.editorText(), /^ALPHA\nbeta/);
+    await wb.expectEditorText(/^ALPHA\nbeta/);
     await wb.page.locator('.tab.dirty', { hasText: 'a.txt' }).waitFor();
     assert.equal(wb.read('a.txt'), 'alpha\nbeta\n', 'nothing is written behind the editor');
     assert.match(await lastToolMessage(base + 1), /The patch was applied/);
@@ -136,7 +136,7 @@ test('reject a proposed patch from the chat card: nothing changes and the model 
     const card = chat.locator('.item.tool[data-tool-call-id="call_rej"]');
     await card.locator('button.reject').click({ timeout: 30_000 });
     await chat.locator('.item.agent', { hasText: 'Left it.' }).waitFor({ timeout: 30_000 });
-    assert.match(await wb.editorText(), /^keep me/);
+    await wb.expectEditorText(/^keep me/);
     assert.match(await lastToolMessage(base + 1), /rejected the patch/);
   });
 });
@@ -149,15 +149,15 @@ test('Restore checkpoint on a message: the files and conflicts are shown, then t
     const card = chat.locator('.item.tool[data-tool-call-id="call_k"]');
     await card.locator('button.accept').click({ timeout: 30_000 });
     await chat.locator('.item.agent', { hasText: 'Enlarged.' }).waitFor({ timeout: 30_000 });
-    assert.match(await wb.editorText(), /^LARGE/);
+    await wb.expectEditorText(/^LARGE/);
     await chat.locator('.item.user', { hasText: 'enlarge k.txt' }).locator('button.restore').click({ timeout: 30_000 });
     const files = wb.page.locator('.quick-input-list .monaco-list-row', { hasText: 'Files only' });
     await files.waitFor({ timeout: 30_000 });
     assert.match(await files.innerText(), /k\.txt: restore/, 'the files are shown before anything changes');
-    assert.match(await wb.editorText(), /^LARGE/);
+    await wb.expectEditorText(/^LARGE/);
     await files.click();
     await chat.locator('.item.notice', { hasText: 'restored 1 file(s)' }).waitFor({ timeout: 30_000 });
-    assert.match(await wb.editorText(), /^small/, 'the buffer is restored through an edit (undo works)');
+    await wb.expectEditorText(/^small/, 'the buffer is restored through an edit (undo works)');
     assert.equal(wb.read('k.txt'), 'small\n', 'the disk was never written');
   });
 });
@@ -173,7 +173,7 @@ test('Restore checkpoint over a line you typed since: its diff is shown, and tic
     await wb.openFile('f.txt');
     await wb.page.keyboard.press('Control+Home');
     await wb.page.keyboard.type('mine ');
-    assert.match(await wb.editorText(), /^mine AGENT/);
+    await wb.expectEditorText(/^mine AGENT/);
     const notices = await chat.locator('.item.notice', { hasText: 'Rewound' }).count();
     await chat.locator('.item.user', { hasText: 'shout f.txt' }).locator('button.restore').click({ timeout: 30_000 });
     const files = wb.page.locator('.quick-input-list .monaco-list-row', { hasText: 'Files only' });
@@ -189,7 +189,7 @@ test('Restore checkpoint over a line you typed since: its diff is shown, and tic
     await chat.locator('.item.notice', { hasText: 'Rewound' }).nth(notices).waitFor({ timeout: 30_000 });
     assert.match(await chat.locator('.item.notice', { hasText: 'Rewound' }).nth(notices).innerText(), /restored 1 file\(s\)/);
     await wb.openFile('f.txt');
-    assert.match(await wb.editorText(), /^plain/, 'the typed line was overwritten, as ticked');
+    await wb.expectEditorText(/^plain/, 'the typed line was overwritten, as ticked');
     assert.equal(wb.read('f.txt'), 'plain\n', 'through the buffer, not the disk');
   });
 });
@@ -211,7 +211,7 @@ test('accept a patch in VS Code\'s refactor preview: the ticked change lands in 
     await box.click();
     await preview.locator('.monaco-button', { hasText: 'Apply' }).first().click();
     await chat.locator('.item.agent', { hasText: 'Previewed.' }).waitFor({ timeout: 30_000 });
-    assert.match(await wb.editorText(), /^ONE\ntwo/);
+    await wb.expectEditorText(/^ONE\ntwo/);
     assert.equal(wb.read('p.txt'), 'one\ntwo\n');
     assert.match(await lastToolMessage(base + 1), /The patch was applied/);
   });
@@ -328,7 +328,7 @@ test('Edit selection on a key: the instruction is asked, the proposal opens as a
     await wb.page.locator('.tab', { hasText: 'tandem\'s proposal' }).waitFor({ state: 'detached', timeout: 30_000 });
     await wb.page.locator('.tab.dirty', { hasText: 'e.txt' }).waitFor({ timeout: 30_000 });
     await wb.page.locator('.tab', { hasText: 'e.txt' }).first().click();
-    assert.match(await wb.editorText(), /^keep\nnew line\nkeep too/);
+    await wb.expectEditorText(/^keep\nnew line\nkeep too/);
     assert.equal(wb.read('e.txt'), 'keep\nold line\nkeep too\n');
   });
 });

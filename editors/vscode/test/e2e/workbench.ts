@@ -6,6 +6,7 @@
  * a workspace folder; the daemon is the real binary and the model the
  * scripted server of the test.
  */
+import * as assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
@@ -167,6 +168,21 @@ export class Workbench {
         .map((l) => l.text)
         .join('\n');
     });
+  }
+
+  /**
+   * Waits until the active editor's rendered text matches `re`: Monaco renders
+   * keystrokes and edits on its next animation frame, so one read right after
+   * typing can miss the last key. Fails with the last text read.
+   */
+  async expectEditorText(re: RegExp, message?: string, timeoutMs = 10_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    let last = await this.editorText();
+    while (!re.test(last) && Date.now() < deadline) {
+      await this.page.waitForTimeout(50);
+      last = await this.editorText();
+    }
+    assert.match(last, re, message);
   }
 
   /** The chat webview's inner frame (VS Code nests the content in two iframes). */
