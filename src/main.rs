@@ -354,9 +354,13 @@ fn main() -> ExitCode {
             Some(Command::Lsp { attach: false, .. }) => {
                 serve_lsp(tandem::frontend::stdin_reader()).await
             }
-            Some(Command::Lsp { attach: true, .. }) => {
-                ExitCode::from(tandem::frontend::serve::shim::run(tokio::io::stdin(), home()).await)
-            }
+            Some(Command::Lsp { attach: true, .. }) => ExitCode::from(
+                tandem::frontend::serve::pipe::run(
+                    &home(),
+                    tandem::frontend::serve::tunnel::Protocol::Lsp,
+                )
+                .await,
+            ),
             Some(Command::Serve {
                 stop,
                 status,
@@ -364,7 +368,11 @@ fn main() -> ExitCode {
             }) => serve(stop, status, listen).await,
             Some(Command::Acp { attach: false }) => serve_acp(tokio::io::stdin()).await,
             Some(Command::Acp { attach: true }) => ExitCode::from(
-                tandem::frontend::serve::acp_shim::run(tokio::io::stdin(), home()).await,
+                tandem::frontend::serve::pipe::run(
+                    &home(),
+                    tandem::frontend::serve::tunnel::Protocol::Acp,
+                )
+                .await,
             ),
             Some(Command::Exec {
                 task,

@@ -278,6 +278,8 @@ impl Daemon {
             self.sink.clone(),
         )
         .map_err(|e| DaemonError::Storage(format!("cannot create the session: {e}")))?;
+        // Its maker hears it from its first event on.
+        log.follow(client.id());
         let session = Arc::new(Session::new(
             id,
             config,
@@ -336,15 +338,22 @@ impl Daemon {
         let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
         if let Ok(session) = self.session(id) {
             self.add_roots(id, more);
-            let (_, mut events) =
-                read_log(session.log.path()).map_err(|e| DaemonError::Storage(e.to_string()))?;
+            // It may be running: what it logs while its history is read
+            // waits, and comes after the history.
+            self.sink.begin_replay(client.id(), id);
+            let read = read_log(session.log.path());
+            let mut events = match read {
+                Ok((_, events)) => events,
+                Err(e) => {
+                    self.sink.replay(client.id(), id, &[], false);
+                    return Err(DaemonError::Storage(e.to_string()));
+                }
+            };
             crate::core::images::load_images(
                 &crate::core::images::images_dir(session.log.path()),
                 &mut events,
             );
-            for event in events.iter().filter(|_| replay) {
-                self.sink.on_replay(id, event);
-            }
+            self.sink.replay(client.id(), id, &events, replay);
             return Ok((session, events));
         }
         if !valid_session_id(id) {
@@ -392,9 +401,8 @@ impl Daemon {
         session.set_header_title(header.title.clone());
         let projection =
             Projection::from_events(system_prompt(&roots), events.iter().map(|e| &e.event));
-        for event in events.iter().filter(|_| replay) {
-            self.sink.on_replay(id, event);
-        }
+        self.sink.begin_replay(client.id(), id);
+        self.sink.replay(client.id(), id, &events, replay);
         self.start(session.clone(), workspace, projection);
         Ok((session, events))
     }

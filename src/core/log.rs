@@ -88,6 +88,27 @@ pub trait EventSink: Send + Sync {
     fn output_budget(&self, _session_id: &str) -> Option<Arc<OutputBudget>> {
         None
     }
+
+    /// Client `client` (a [`Client`](crate::core::client::Client)'s id)
+    /// follows `session_id` from now on: it made, prompted or forked it. A
+    /// sink serving one editor hears every session already; one serving
+    /// many (`tandem serve`) sends the session's events to that client's
+    /// connection from the next one on.
+    fn follow(&self, _client: u64, _session_id: &str) {}
+
+    /// `client` is about to be sent `session_id`'s history: live events
+    /// of the session that arrive before [`EventSink::replay`] wait, so
+    /// they come after the history, never before or twice.
+    fn begin_replay(&self, _client: u64, _session_id: &str) {}
+
+    /// `client` loaded `session_id`, whose log holds `events`: sends them
+    /// as a replay (when `send`), then the live events that waited, and
+    /// the live ones from then on.
+    fn replay(&self, _client: u64, session_id: &str, events: &[LoggedEvent], send: bool) {
+        for event in events.iter().filter(|_| send) {
+            self.on_replay(session_id, event);
+        }
+    }
 }
 
 /// A sink that drops everything (headless use, tests).
@@ -382,6 +403,12 @@ impl SessionLog {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Client `client` follows this session from now on (see
+    /// [`EventSink::follow`]).
+    pub fn follow(&self, client: u64) {
+        self.sink.follow(client, &self.session_id);
     }
 
     /// The output budget of the client this log's events go to, if any.

@@ -252,6 +252,8 @@ impl Session {
         if queue == InputQueue::NextTurn || wake {
             self.title_from_prompt(&content);
         }
+        // Whoever gives a session input sees what it does.
+        self.log.follow(client.id());
         let message_id = format!("m{}", self.next_message.fetch_add(1, Ordering::Relaxed));
         // The log line and the queue entry are made under the inbox lock so
         // the log's order of queued inputs is the order they are taken in.

@@ -41,8 +41,23 @@ impl ClientOut {
         out
     }
 
-    pub(crate) fn write_frame(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.file.write_all(bytes)
+    /// A handle of its own on a socket a runtime also reads (non-blocking,
+    /// like the duplicate: a full send queue is waited out in `poll`).
+    pub(crate) fn socket(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<ClientOut> {
+        Ok(ClientOut::new(File::from(fd.try_clone_to_owned()?)))
+    }
+
+    pub(crate) fn write_frame(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
+        while !bytes.is_empty() {
+            match self.file.write(bytes) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => bytes = &bytes[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_writable(&self.file)?,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Bytes written that the client has not read yet; `None` when the
@@ -94,6 +109,34 @@ fn unread_bytes(file: &File, kind: Kind) -> Option<usize> {
 #[cfg(not(target_os = "linux"))]
 fn unread_bytes(_file: &File, _kind: Kind) -> Option<usize> {
     None
+}
+
+/// Waits until a non-blocking `file` takes more bytes (or fails).
+#[cfg(unix)]
+fn wait_writable(file: &File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut poll = libc::pollfd {
+        fd: file.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd; no timeout (the reader's end closing
+    // wakes it with POLLHUP or POLLERR, and the next write fails).
+    match unsafe { libc::poll(&mut poll, 1, -1) } {
+        -1 => {
+            let e = std::io::Error::last_os_error();
+            match e.kind() {
+                std::io::ErrorKind::Interrupted => Ok(()),
+                _ => Err(e),
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(not(unix))]
+fn wait_writable(_file: &File) -> std::io::Result<()> {
+    Ok(())
 }
 
 #[cfg(unix)]

@@ -8,6 +8,7 @@ mod client_pipe;
 mod coalesce;
 pub mod doctor;
 pub mod exec;
+pub mod followers;
 pub(crate) mod jsonrpc_body;
 pub mod lsp;
 pub mod mcp_servers;

@@ -170,6 +170,16 @@ pub(crate) fn stdout_writer(frame: Framer) -> OutboundQueue {
 /// hand-off to tokio's blocking pool per write (a thread wake-up per
 /// frame).
 pub(crate) fn stdout_writer_with(frame: Framer, chunk_body: ChunkBody) -> OutboundQueue {
+    writer_with(ClientOut::stdout, frame, chunk_body)
+}
+
+/// [`stdout_writer_with`] writing to what `open` opens on the writer's
+/// thread (a serve connection's socket).
+pub(crate) fn writer_with(
+    open: impl FnOnce() -> std::io::Result<ClientOut> + Send + 'static,
+    frame: Framer,
+    chunk_body: ChunkBody,
+) -> OutboundQueue {
     let (tx, rx) = mpsc::unbounded_channel();
     let budget = Arc::new(OutputBudget::new(DEFAULT_OUTPUT_CAP));
     let out = OutboundQueue {
@@ -185,9 +195,9 @@ pub(crate) fn stdout_writer_with(frame: Framer, chunk_body: ChunkBody) -> Outbou
                 budget: budget.clone(),
                 closing: Cell::new(false),
             };
-            match ClientOut::stdout() {
+            match open() {
                 Ok(client) => writer.run(rx, client),
-                Err(e) => tracing::error!("cannot open stdout: {e}"),
+                Err(e) => tracing::error!("cannot open the client's output: {e}"),
             }
             // Nothing more will be written: no turn may wait for it.
             budget.close();
@@ -264,7 +274,7 @@ impl Writer {
             };
             let bytes = (self.frame)(&body);
             if let Err(e) = client.write_frame(&bytes) {
-                tracing::error!("cannot write to stdout: {e}");
+                tracing::info!("cannot write to the client: {e}");
                 return;
             }
             self.budget.release(charge);

@@ -47,10 +47,15 @@ use self::mapping::AcpSink;
 use self::session::Agent;
 use self::wire::{error_response, next_line, Incoming};
 use super::lsp::outgoing::Outgoing;
+use super::lsp::Ending;
 use super::stdout::stdout_writer_with;
+use super::stdout::{ChunkBody, Framer, OutboundQueue};
+use crate::core::client::Client as CoreClient;
 use crate::core::client::OneBridge;
 use crate::core::daemon::{Daemon, DaemonOptions};
 use crate::core::log::Durability;
+use crate::core::log::EventSink;
+use crate::vocab::bridge::ClientBridge;
 
 /// The ACP protocol version this frontend speaks.
 pub const ACP_PROTOCOL_VERSION: u32 = 1;
@@ -60,22 +65,95 @@ pub async fn serve<R>(stdin: R, home: PathBuf, durability: Durability)
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
-    let out = stdout_writer_with(wire::line, mapping::chunk_notification);
-    let client = AcpClient::new(out.clone());
-    let sink = Arc::new(AcpSink::new(out.clone()));
+    let connection = Connection::new(stdout_writer_with(wire::line, mapping::chunk_notification));
     let daemon = Daemon::new(DaemonOptions {
         home,
         durability,
-        sink: sink.clone(),
+        sink: connection.sink.clone(),
     });
-    let agent = Arc::new(Agent {
-        daemon: daemon.clone(),
-        editor: daemon.connect(Arc::new(OneBridge(client.clone()))),
-        client: client.clone(),
-        sink,
-        cwds: Default::default(),
-    });
-    let mut reader = BufReader::new(stdin);
+    let editor = daemon.connect(Arc::new(OneBridge(connection.client.clone())));
+    connection.run(daemon, editor, stdin, Ending::Daemon).await
+}
+
+/// One ACP client's connection: its writer, its requests to the client
+/// and its `session/update` mapping, made before the daemon (stdio) or
+/// for a daemon already serving others (`tandem serve`).
+pub struct Connection {
+    out: OutboundQueue,
+    client: Arc<AcpClient>,
+    sink: Arc<AcpSink>,
+}
+
+impl Connection {
+    /// A connection writing through `out` (framed by [`wire::line`],
+    /// chunks by [`mapping::chunk_notification`]).
+    pub fn new(out: OutboundQueue) -> Connection {
+        Connection {
+            client: AcpClient::new(out.clone()),
+            sink: Arc::new(AcpSink::new(out.clone())),
+            out,
+        }
+    }
+
+    /// The queue of a connection over a stream of the serve's: its writer
+    /// frames and maps as over stdio.
+    pub fn framing() -> (Framer, ChunkBody) {
+        (wire::line, mapping::chunk_notification)
+    }
+
+    /// Where this connection hears the sessions it follows.
+    pub fn sink(&self) -> Arc<dyn EventSink> {
+        self.sink.clone()
+    }
+
+    /// How this connection's client is asked.
+    pub fn bridge(&self) -> Arc<dyn ClientBridge> {
+        self.client.clone()
+    }
+
+    /// Reads `input` until its end, as `editor` of `daemon`.
+    pub async fn run<R>(
+        self,
+        daemon: Arc<Daemon>,
+        editor: Arc<CoreClient>,
+        input: R,
+        ending: Ending,
+    ) where
+        R: AsyncRead + Unpin + Send + 'static,
+    {
+        let Connection { out, client, sink } = self;
+        let agent = Arc::new(Agent {
+            daemon: daemon.clone(),
+            editor: editor.clone(),
+            client: client.clone(),
+            sink,
+            cwds: Default::default(),
+        });
+        read_messages(&agent, &client, &out, input).await;
+        client.outgoing.fail_all();
+        match ending {
+            Ending::Daemon => {
+                daemon.shutdown().await;
+                // The client is gone: its chats that never got a prompt go too.
+                daemon.drop_empty_sessions();
+            }
+            // Its turns run on for the other clients.
+            Ending::Connection { .. } => daemon.disconnect(&editor),
+        }
+        out.close().await;
+    }
+}
+
+/// Takes in the client's messages until the end of input.
+async fn read_messages<R>(
+    agent: &Arc<Agent>,
+    client: &Arc<AcpClient>,
+    out: &OutboundQueue,
+    input: R,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    let mut reader = BufReader::new(input);
     let mut buf = Vec::new();
     loop {
         let message = match next_line(&mut reader, &mut buf).await {
@@ -125,9 +203,4 @@ where
             }
         });
     }
-    client.outgoing.fail_all();
-    daemon.shutdown().await;
-    // The client is gone: its chats that never got a prompt go too.
-    daemon.drop_empty_sessions();
-    out.close().await;
 }

@@ -91,67 +91,134 @@ pub async fn serve<R>(stdin: R, home: PathBuf, durability: Durability) -> LspEnd
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
-    let out = stdout_writer(encode);
-
-    let outgoing = Outgoing::new(out.clone());
-    let progress = Progress::new(out.clone(), outgoing.clone());
+    let connection = Connection::new(stdout_writer(encode));
     let daemon = Daemon::new(DaemonOptions {
         home,
         durability,
-        sink: Arc::new(LspSink {
-            out: out.clone(),
-            progress: progress.clone(),
-        }),
+        sink: connection.sink(),
     });
     // The one editor of this connection.
-    let client = daemon.connect(Arc::new(OneBridge(outgoing.clone())));
-    let titled = Arc::downgrade(&daemon);
-    progress.set_title_source(Box::new(move |session_id, turn_id| {
-        titled
-            .upgrade()?
-            .session(session_id)
-            .ok()?
-            .turn_title(turn_id)
-    }));
-    let shutdown_requested = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (service, socket) = server::build_service(
-        daemon.clone(),
-        client.clone(),
-        shutdown_requested.clone(),
-        outgoing.clone(),
-        progress.clone(),
-    );
-    let (client_responses, client_requests) = input::forward_client_requests(socket, out.clone());
-    let in_flight = Arc::new(Semaphore::new(input::MAX_IN_FLIGHT));
-    let mut input = Input {
-        daemon: daemon.clone(),
-        client: client.clone(),
-        out: out.clone(),
-        outgoing: outgoing.clone(),
-        progress,
-        request_cancels: Arc::new(RequestCancels::default()),
-        shutdown_requested,
-        service,
-        client_responses,
-        in_flight: in_flight.clone(),
-    };
-    let end = input.run(stdin).await;
-    tracing::info!("LSP input ended ({end:?}); shutting down");
-    outgoing.fail_all();
-    daemon.shutdown().await;
-    // Answer what was asked before the end: turns are cancelled by now, so
-    // prompts answer at once; every request in flight holds a permit until
-    // its answer is queued. Bounded, in case a handler hangs.
-    let all = input::MAX_IN_FLIGHT as u32;
-    let drained = tokio::time::timeout(
-        std::time::Duration::from_secs(2),
-        in_flight.acquire_many(all),
-    );
-    if drained.await.is_err() {
-        tracing::warn!("gave up waiting for in-flight requests at exit");
+    let client = daemon.connect(Arc::new(OneBridge(connection.outgoing.clone())));
+    connection.run(daemon, client, stdin, Ending::Daemon).await
+}
+
+/// What the end of a connection ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The daemon with it (stdio: the daemon is this editor's).
+    Daemon,
+    /// Only the connection (`tandem serve`, on this TCP port: turns run
+    /// on for the others).
+    Connection { port: u16 },
+}
+
+/// One editor's LSP connection: its writer, its requests to the editor
+/// and its `$/progress`, made before the daemon it talks to (over stdio
+/// the daemon's sink is this connection's) or for a daemon already
+/// serving others (`tandem serve`).
+pub struct Connection {
+    out: OutboundQueue,
+    outgoing: Arc<Outgoing>,
+    progress: Arc<Progress>,
+}
+
+impl Connection {
+    /// A connection writing through `out`.
+    pub fn new(out: OutboundQueue) -> Connection {
+        let outgoing = Outgoing::new(out.clone());
+        let progress = Progress::new(out.clone(), outgoing.clone());
+        Connection {
+            out,
+            outgoing,
+            progress,
+        }
     }
-    client_requests.abort();
-    drop(input);
-    out.close().await;
-    end
+
+    /// Where this connection hears the sessions it follows.
+    pub fn sink(&self) -> Arc<dyn EventSink> {
+        Arc::new(LspSink {
+            out: self.out.clone(),
+            progress: self.progress.clone(),
+        })
+    }
+
+    /// How this connection's editor is asked (permission, questions,
+    /// edits, language requests).
+    pub fn bridge(&self) -> Arc<dyn crate::vocab::bridge::ClientBridge> {
+        self.outgoing.clone()
+    }
+
+    /// Reads `input` until `exit` or its end, as `client` of `daemon`.
+    pub async fn run<R>(
+        self,
+        daemon: Arc<Daemon>,
+        client: Arc<crate::core::client::Client>,
+        input: R,
+        ending: Ending,
+    ) -> LspEnd
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+    {
+        let Connection {
+            out,
+            outgoing,
+            progress,
+        } = self;
+        let titled = Arc::downgrade(&daemon);
+        progress.set_title_source(Box::new(move |session_id, turn_id| {
+            titled
+                .upgrade()?
+                .session(session_id)
+                .ok()?
+                .turn_title(turn_id)
+        }));
+        let shutdown_requested = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (service, socket) = server::build_service(
+            daemon.clone(),
+            client.clone(),
+            shutdown_requested.clone(),
+            outgoing.clone(),
+            progress.clone(),
+            ending,
+        );
+        let (client_responses, client_requests) =
+            input::forward_client_requests(socket, out.clone());
+        let in_flight = Arc::new(Semaphore::new(input::MAX_IN_FLIGHT));
+        let mut reader = Input {
+            daemon: daemon.clone(),
+            client: client.clone(),
+            out: out.clone(),
+            outgoing: outgoing.clone(),
+            progress,
+            request_cancels: Arc::new(RequestCancels::default()),
+            shutdown_requested,
+            service,
+            client_responses,
+            in_flight: in_flight.clone(),
+        };
+        let end = reader.run(input).await;
+        tracing::info!("LSP input ended ({end:?}); closing the connection");
+        outgoing.fail_all();
+        match ending {
+            Ending::Daemon => daemon.shutdown().await,
+            // Its turns run on; what it was asked fails.
+            Ending::Connection { .. } => daemon.disconnect(&client),
+        }
+        // Answer what was asked before the end: turns are cancelled by now
+        // (stdio), so prompts answer at once; every request in flight
+        // holds a permit until its answer is queued. Bounded, in case a
+        // handler hangs (a serve's prompt whose turn runs on).
+        let all = input::MAX_IN_FLIGHT as u32;
+        let drained = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            in_flight.acquire_many(all),
+        );
+        if drained.await.is_err() && ending == Ending::Daemon {
+            tracing::warn!("gave up waiting for in-flight requests at exit");
+        }
+        client_requests.abort();
+        drop(reader);
+        out.close().await;
+        end
+    }
 }

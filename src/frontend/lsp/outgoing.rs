@@ -29,6 +29,9 @@ pub const ID_PREFIX: &str = "tandem-";
 
 type Reply = Result<Value, Value>;
 
+/// Why a request got no answer: the editor's connection closed first.
+pub const CONNECTION_CLOSED: &str = "the editor connection closed";
+
 pub struct Outgoing {
     out: OutboundQueue,
     next: AtomicU64,
@@ -168,7 +171,7 @@ impl Outgoing {
                         ))
                     }
                 }
-                Err(_) => BridgeOutcome::Unavailable("the editor connection closed".to_string()),
+                Err(_) => BridgeOutcome::Unavailable(CONNECTION_CLOSED.to_string()),
             },
             _ = cancel.cancelled() => BridgeOutcome::Cancelled,
         }

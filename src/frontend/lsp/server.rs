@@ -66,6 +66,9 @@ pub struct Backend {
     shutdown_requested: Arc<AtomicBool>,
     outgoing: Arc<Outgoing>,
     progress: Arc<Progress>,
+    /// Whether `shutdown` ends the daemon (stdio) or only this editor's
+    /// part in it (`tandem serve`).
+    ending: super::Ending,
 }
 
 /// Builds the service with tandem's extension methods.
@@ -75,6 +78,7 @@ pub fn build_service(
     shutdown_requested: Arc<AtomicBool>,
     outgoing: Arc<Outgoing>,
     progress: Arc<Progress>,
+    ending: super::Ending,
 ) -> (LspService<Backend>, ClientSocket) {
     LspService::build(move |_client: Client| Backend {
         daemon,
@@ -82,6 +86,7 @@ pub fn build_service(
         shutdown_requested,
         outgoing,
         progress,
+        ending,
     })
     .custom_method("tandem/newSession", Backend::new_session)
     .custom_method("tandem/prompt", Backend::prompt)
@@ -236,6 +241,23 @@ pub(crate) fn text_change(change: TextDocumentContentChangeEvent) -> TextChange 
     }
 }
 
+impl Backend {
+    /// `capabilities.experimental` of the `initialize` answer; through
+    /// `tandem serve`, with the serve's `{port, pid}`.
+    fn experimental(&self) -> Value {
+        let mut tandem = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "methods": TANDEM_METHODS,
+            "notifications": ["tandem/update"],
+            "sandbox": crate::frontend::sandbox_info::sandbox_capability(),
+        });
+        if let super::Ending::Connection { port } = self.ending {
+            tandem["serve"] = json!({"port": port, "pid": std::process::id()});
+        }
+        json!({ "tandem": tandem })
+    }
+}
+
 #[tower_lsp::async_trait]
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
@@ -313,14 +335,7 @@ impl LanguageServer for Backend {
                         commands: vec![RUN_TASK_COMMAND.to_string()],
                         work_done_progress_options: WorkDoneProgressOptions::default(),
                     }),
-                    experimental: Some(json!({
-                        "tandem": {
-                            "protocolVersion": PROTOCOL_VERSION,
-                            "methods": TANDEM_METHODS,
-                            "notifications": ["tandem/update"],
-                            "sandbox": crate::frontend::sandbox_info::sandbox_capability(),
-                        }
-                    })),
+                    experimental: Some(self.experimental()),
                     ..ServerCapabilities::default()
                 },
             })
@@ -336,8 +351,11 @@ impl LanguageServer for Backend {
         self.shutdown_requested.store(true, Ordering::SeqCst);
         // LSP: after `shutdown` the server stops working and only `exit`
         // follows, so running turns end (cancelled) and the logs are
-        // flushed now.
-        self.daemon.shutdown().await;
+        // flushed now; through `tandem serve`, they run on for the other
+        // windows.
+        if self.ending == super::Ending::Daemon {
+            self.daemon.shutdown().await;
+        }
         Ok(())
     }
 

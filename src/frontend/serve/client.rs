@@ -18,6 +18,7 @@ use tokio_util::compat::Compat;
 
 use super::state::{read_info, ServeInfo};
 use super::stream::Stream;
+use super::tunnel::Protocol;
 use super::ws_link::{self, Opened};
 
 pub type WsSender = jsonrpsee::client_transport::ws::Sender<Compat<Stream>>;
@@ -80,6 +81,57 @@ pub async fn open_link(info: &ServeInfo) -> Result<Opened, String> {
     })
 }
 
+/// Opens an editor tunnel: the upgrade request with the bearer token,
+/// then the socket in blocking mode with what followed the `101`.
+pub async fn open_tunnel(info: &ServeInfo, protocol: Protocol) -> Result<Opened, String> {
+    use tokio::io::AsyncWriteExt;
+    let bearer = bearer(info);
+    if bearer.bytes().any(|b| b.is_ascii_control()) {
+        return Err("serve.json holds a malformed token".to_string());
+    }
+    let (mut stream, host) = open_stream(info).await?;
+    let transport = stream.transport().name();
+    let failed = |e: String| {
+        format!(
+            "cannot connect to tandem serve (port {}, over {transport}): {e}",
+            info.port
+        )
+    };
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {bearer}\r\nConnection: Upgrade\r\nUpgrade: {}\r\n\r\n",
+        protocol.path(),
+        super::tunnel::UPGRADE
+    );
+    let answered = async {
+        stream.write_all(request.as_bytes()).await?;
+        let mut head = Vec::new();
+        let end = super::tunnel::read_head(&mut stream, &mut head).await?;
+        Ok::<_, std::io::Error>((head, end))
+    };
+    let (mut head, end) = tokio::time::timeout(CONNECT_TIMEOUT, answered)
+        .await
+        .map_err(|_| failed(format!("the handshake timed out after {CONNECT_TIMEOUT:?}")))?
+        .map_err(|e| failed(format!("the handshake failed: {e}")))?;
+    let Some(end) = end else {
+        return Err(failed("the serve's answer is not HTTP".to_string()));
+    };
+    let mut headers = [httparse::EMPTY_HEADER; 16];
+    let mut response = httparse::Response::new(&mut headers);
+    match response.parse(&head[..end]) {
+        Ok(httparse::Status::Complete(_)) if response.code == Some(101) => {}
+        Ok(httparse::Status::Complete(_)) => {
+            return Err(failed(format!(
+                "rejected with status code {}",
+                response.code.unwrap_or(0)
+            )))
+        }
+        _ => return Err(failed("the serve's answer is not HTTP".to_string())),
+    }
+    let leftover = head.split_off(end);
+    let socket = ws_link::blocking(stream).map_err(|e| failed(e.to_string()))?;
+    Ok(Opened { socket, leftover })
+}
+
 fn bearer(info: &ServeInfo) -> String {
     format!("Bearer {}", info.token)
 }
@@ -139,9 +191,24 @@ fn usable_socket(info: &ServeInfo) -> Option<std::path::PathBuf> {
 /// Opens the link to the running serve, starting one (this binary's
 /// `serve`) if none answers, and waiting up to 10 s for it to come up.
 pub async fn link_or_start(home: &Path) -> Result<Opened, String> {
+    or_start(home, |info| Box::pin(async move { open_link(&info).await })).await
+}
+
+/// Opens an editor tunnel (see `tunnel`) to the running serve, starting
+/// one if none answers, as [`link_or_start`] does.
+pub async fn tunnel_or_start(home: &Path, protocol: Protocol) -> Result<Opened, String> {
+    or_start(home, move |info| {
+        Box::pin(async move { open_tunnel(&info, protocol).await })
+    })
+    .await
+}
+
+type Opening = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Opened, String>> + Send>>;
+
+async fn or_start(home: &Path, open: impl Fn(ServeInfo) -> Opening) -> Result<Opened, String> {
     if let Some(info) = read_info(home).map_err(|e| e.to_string())? {
         if super::state::is_running(home) {
-            return open_link(&info).await;
+            return open(info).await;
         }
     }
     start_detached(home)?;
@@ -149,7 +216,7 @@ pub async fn link_or_start(home: &Path) -> Result<Opened, String> {
     loop {
         if let Some(info) = read_info(home).map_err(|e| e.to_string())? {
             if super::state::is_running(home) {
-                if let Ok(opened) = open_link(&info).await {
+                if let Ok(opened) = open(info).await {
                     return Ok(opened);
                 }
             }

@@ -32,6 +32,7 @@ pub mod connection;
 pub mod hub;
 pub mod listen;
 pub mod methods;
+pub mod pipe;
 pub mod progress;
 pub mod relay;
 pub mod rewind_method;
@@ -41,6 +42,7 @@ pub mod shim;
 pub mod state;
 pub mod stream;
 pub mod tasks;
+pub mod tunnel;
 pub mod ws_link;
 
 use std::path::PathBuf;
@@ -96,8 +98,9 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
         Durability::Fsync if !inline => Durability::FsyncInBackground,
         other => other,
     };
+    let followers = crate::frontend::followers::Followers::new();
     let daemon = {
-        let sink = Arc::new(LateSink(hub_slot.clone()));
+        let sink = Arc::new(LateSink(hub_slot.clone(), followers.clone()));
         Daemon::new(DaemonOptions {
             home: home.clone(),
             durability,
@@ -142,6 +145,13 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
         .map_err(|e| format!("cannot read the listening port: {e}"))?
         .port();
     let unix = listen::bind_unix(&home);
+    let tunnels = tunnel::Tunnels::new(
+        daemon.clone(),
+        followers,
+        auth::Policy::new(&token, config.allowed_origins.clone()),
+        config.max_connections as usize,
+        port,
+    );
 
     let stop = CancellationToken::new();
     let methods: jsonrpsee::Methods = methods::module(methods::Ctx {
@@ -154,12 +164,20 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
     let (stop_handle, handle) = jsonrpsee::server::stop_channel();
     let serve_connection: listen::ServeConnection = {
         let stop_handle = stop_handle.clone();
+        let count = count.clone();
         Arc::new(move |io: stream::Stream| {
             let transport = io.transport().name();
-            tracing::info!(transport, "a client connected");
             let service = services.clone().build(methods.clone(), stop_handle.clone());
             let stopped = stop_handle.clone().shutdown();
+            let tunnels = tunnels.clone();
+            let others = count.get();
             Box::pin(async move {
+                // An editor's tunnel runs here to its end; anything else
+                // is jsonrpsee's.
+                let Some(io) = tunnel::route(io, &tunnels, others).await else {
+                    return;
+                };
+                tracing::info!(transport, "a client connected");
                 if let Err(e) =
                     jsonrpsee::server::serve_with_graceful_shutdown(io, service, stopped).await
                 {
@@ -217,14 +235,19 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
 }
 
 /// The daemon needs its sink before the hub exists (the hub needs the
-/// daemon, to register the connections' clients); this forwards once the hub is set.
-struct LateSink(Arc<std::sync::OnceLock<Arc<Hub>>>);
+/// daemon, to register the connections' clients); this forwards once the
+/// hub is set, and to the editor tunnels' followers.
+struct LateSink(
+    Arc<std::sync::OnceLock<Arc<Hub>>>,
+    Arc<crate::frontend::followers::Followers>,
+);
 
 impl crate::core::log::EventSink for LateSink {
     fn on_event(&self, session_id: &str, event: &crate::core::log::LoggedEvent) {
         if let Some(hub) = self.0.get() {
             hub.on_event(session_id, event);
         }
+        self.1.on_event(session_id, event);
     }
 
     fn on_replay(&self, session_id: &str, event: &crate::core::log::LoggedEvent) {
@@ -237,7 +260,31 @@ impl crate::core::log::EventSink for LateSink {
         &self,
         session_id: &str,
     ) -> Option<Arc<crate::core::output_budget::OutputBudget>> {
-        self.0.get()?.output_budget(session_id)
+        let hub = self.0.get().and_then(|h| h.output_budget(session_id));
+        let tunnels = self.1.output_budget(session_id);
+        match (hub, tunnels) {
+            (Some(h), Some(t)) if t.pending() > h.pending() => Some(t),
+            (Some(h), _) => Some(h),
+            (None, t) => t,
+        }
+    }
+
+    fn follow(&self, client: u64, session_id: &str) {
+        self.1.follow(client, session_id);
+    }
+
+    fn begin_replay(&self, client: u64, session_id: &str) {
+        self.1.begin_replay(client, session_id);
+    }
+
+    fn replay(
+        &self,
+        client: u64,
+        session_id: &str,
+        events: &[crate::core::log::LoggedEvent],
+        send: bool,
+    ) {
+        self.1.replay(client, session_id, events, send);
     }
 }
 
@@ -267,7 +314,7 @@ async fn idle(limit: Option<Duration>, count: Arc<ConnectionCount>, daemon: Arc<
     let mut since = Instant::now();
     loop {
         tokio::time::sleep(tick).await;
-        if count.get() > 0 || daemon.any_turn_running() {
+        if count.get() > 0 || daemon.client_count() > 0 || daemon.any_turn_running() {
             since = Instant::now();
         } else if since.elapsed() >= limit {
             return;

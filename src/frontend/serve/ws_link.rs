@@ -99,16 +99,21 @@ pub async fn handshake(
         }
     }
     let leftover = client.take_buffer().to_vec();
-    let socket = match client.into_inner().into_inner() {
-        Stream::Tcp(s) => Socket::Tcp(s.into_std().map_err(|e| e.to_string())?),
-        Stream::Unix(s) => Socket::Unix(s.into_std().map_err(|e| e.to_string())?),
-    };
-    let blocking = match &socket {
-        Socket::Tcp(s) => s.set_nonblocking(false),
-        Socket::Unix(s) => s.set_nonblocking(false),
-    };
-    blocking.map_err(|e| e.to_string())?;
+    let socket = blocking(client.into_inner().into_inner()).map_err(|e| e.to_string())?;
     Ok(Opened { socket, leftover })
+}
+
+/// The stream out of the runtime, as a blocking socket.
+pub fn blocking(stream: Stream) -> io::Result<Socket> {
+    let socket = match stream {
+        Stream::Tcp(s) => Socket::Tcp(s.into_std()?),
+        Stream::Unix(s) => Socket::Unix(s.into_std()?),
+    };
+    match &socket {
+        Socket::Tcp(s) => s.set_nonblocking(false)?,
+        Socket::Unix(s) => s.set_nonblocking(false)?,
+    }
+    Ok(socket)
 }
 
 /// A message from the serve.

@@ -20,12 +20,12 @@ async fn lsp_attach_starts_a_serve_and_runs_a_turn_like_stdio() {
     let workspace = tempfile::tempdir().unwrap();
     let mut editor = Editor::spawn_with(attach_options(&home)).await;
     let init = editor.initialize(workspace.path()).await;
-    let methods = &init["result"]["capabilities"]["experimental"]["tandem"]["methods"];
-    assert!(
-        methods
-            .as_array()
-            .unwrap()
-            .contains(&json!("tandem/attachSession")),
+    // The serve's own frontend answered, through the tunnel.
+    let serve = &init["result"]["capabilities"]["experimental"]["tandem"]["serve"];
+    assert!(serve["port"].as_u64().is_some_and(|p| p > 0), "{init}");
+    assert_ne!(
+        serve["pid"].as_u64(),
+        Some(u64::from(std::process::id())),
         "{init}"
     );
     // The serve says whether it confines commands, like `tandem lsp` does.

@@ -1,7 +1,9 @@
-//! The shim's stdout: every frame is one `write(2)`, header and body
-//! together, so the editor is never woken for half a frame (Rust's
+//! The shim's stdout: no frame is split over two `write(2)`s, header and
+//! body together, so the editor is never woken for half a frame (Rust's
 //! line-buffered `Stdout` wrote the header up to its blank line, then the
-//! body at the flush).
+//! body at the flush). The shim carries bytes: what it read from the serve
+//! in one read (the serve writes each frame in one write) goes out in one
+//! write, so a record holds one or more whole frames.
 //!
 //! The shim's stdout is a `SOCK_SEQPACKET` socket here: each write arrives
 //! as one record, so a frame split over two writes shows as two records.
@@ -48,22 +50,28 @@ fn read_records(fd: OwnedFd, tx: mpsc::UnboundedSender<Vec<u8>>) {
     }
 }
 
-/// The body of a record holding exactly one whole LSP frame.
-fn whole_frame(record: &[u8]) -> Value {
+/// The bodies of a record holding one or more whole LSP frames.
+fn whole_frames(record: &[u8]) -> Vec<Value> {
     let text = String::from_utf8_lossy(record);
-    let (header, body) = text
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("a record without a whole header: {text:?}"));
-    let length: usize = header
-        .strip_prefix("Content-Length: ")
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("not an LSP header: {header:?}"));
-    assert_eq!(
-        body.len(),
-        length,
-        "a record that is not one whole frame: {text:?}"
-    );
-    serde_json::from_str(body).expect("a JSON body")
+    let mut rest: &str = &text;
+    let mut bodies = Vec::new();
+    while !rest.is_empty() {
+        let (header, after) = rest
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("a record without a whole header: {text:?}"));
+        let length: usize = header
+            .strip_prefix("Content-Length: ")
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("not an LSP header: {header:?}"));
+        assert!(
+            after.len() >= length,
+            "a record that ends inside a frame: {text:?}"
+        );
+        let (body, next) = after.split_at(length);
+        bodies.push(serde_json::from_str(body).expect("a JSON body"));
+        rest = next;
+    }
+    bodies
 }
 
 /// An editor whose stdout from the shim is a `SOCK_SEQPACKET` socket.
@@ -88,17 +96,22 @@ impl Editor {
                 .await
                 .expect("the shim wrote nothing for 30 s")
                 .expect("the shim closed its stdout");
-            let message = whole_frame(&record);
-            self.received.push(message.clone());
-            if message["id"] == id {
-                return message;
+            let mut answer = None;
+            for message in whole_frames(&record) {
+                if message["id"] == id {
+                    answer = Some(message.clone());
+                }
+                self.received.push(message);
+            }
+            if let Some(answer) = answer {
+                return answer;
             }
         }
     }
 }
 
 #[tokio::test]
-async fn each_frame_reaches_the_editor_in_one_write() {
+async fn no_frame_reaches_the_editor_split_over_two_writes() {
     let model = ModelServer::start().await;
     let pieces: Vec<String> = (0..20).map(|i| format!("p{i} ")).collect();
     let mut steps = vec![delta(json!({"role": "assistant", "content": ""}))];

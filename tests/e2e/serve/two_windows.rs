@@ -64,15 +64,17 @@ async fn two_windows_run_turns_at_once_and_each_turn_reads_its_own_windows_unsav
 
     // The first shim starts the serve; the second attaches to it.
     let mut a = Editor::spawn_with(attach_options(&home)).await;
-    a.initialize(&root).await;
+    let init_a = a.initialize(&root).await;
     let mut b = Editor::spawn_with(attach_options(&home)).await;
-    b.initialize(&root).await;
+    let init_b = b.initialize(&root).await;
     a.open(&path, UNSAVED_A).await;
     b.open(&path, UNSAVED_B).await;
     let session_a = a.new_session(model.session_config()).await;
     let session_b = b.new_session(model.session_config()).await;
-    let status = a.request("serve/status", Value::Null).await;
-    assert_eq!(status["result"]["clients"], 2, "one serve: {status}");
+    let serve =
+        |init: &Value| init["result"]["capabilities"]["experimental"]["tandem"]["serve"].clone();
+    assert!(serve(&init_a)["pid"].is_u64(), "{init_a}");
+    assert_eq!(serve(&init_a), serve(&init_b), "one serve");
 
     let prompt_a = a.start_prompt(&session_a, "window A: read a.txt").await;
     let prompt_b = b.start_prompt(&session_b, "window B: read a.txt").await;
