@@ -50,9 +50,13 @@ pub fn frame(body: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Reads LSP frames from the daemon's stdout. Strict: anything that is not
-/// a well-formed frame fails the test (stdout carries frames only).
-async fn read_frames(mut stdout: tokio::process::ChildStdout, tx: mpsc::UnboundedSender<Value>) {
+/// Reads LSP frames from the daemon's stdout (or a serve's tunnel).
+/// Strict: anything that is not a well-formed frame fails the test (stdout
+/// carries frames only).
+pub(crate) async fn read_frames(
+    mut stdout: impl tokio::io::AsyncRead + Unpin,
+    tx: mpsc::UnboundedSender<Value>,
+) {
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     loop {

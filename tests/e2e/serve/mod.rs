@@ -26,14 +26,10 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 
-use jsonrpsee::client_transport::ws::{
-    EitherStream, HeaderMap, HeaderValue, Url, WsHandshakeError, WsTransportClientBuilder,
-};
-use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSenderT};
 use serde_json::{json, Value};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
-use tokio_util::compat::Compat;
+use tokio::io::AsyncReadExt;
 
 use crate::support::client::{file_uri, tandem_bin, EditorOptions, WAIT};
 
@@ -131,14 +127,9 @@ impl Serve {
         std::fs::read_to_string(self.home.path().join("serve.stderr")).unwrap_or_default()
     }
 
-    /// A client with the right token.
+    /// An editor's connection (an LSP tunnel) with the right token.
     pub async fn client(&self) -> Ws {
-        Ws::connect(
-            self.port(),
-            &[("authorization", &format!("Bearer {}", self.token()))],
-        )
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}; serve stderr:\n{}", self.stderr()))
+        Ws::connect(self.port(), &self.token()).await
     }
 
     /// Waits for the process to end by itself.
@@ -150,81 +141,98 @@ impl Serve {
     }
 }
 
-type Sender = jsonrpsee::client_transport::ws::Sender<Compat<EitherStream>>;
-
-/// A WebSocket client: raw JSON-RPC, every message recorded in arrival
-/// order; the messages inside `tandem/sessionMessage` subscriptions are
-/// recorded unwrapped, with their subscription id in `subscription`.
+/// An editor's connection to the serve without a shim: the tunnel
+/// (`GET /lsp` with the token and `Upgrade: tandem`), then LSP's frames
+/// both ways, as the shim carries them; every message recorded in arrival
+/// order.
 pub struct Ws {
-    tx: Sender,
+    tx: tokio::net::tcp::OwnedWriteHalf,
     rx: mpsc::UnboundedReceiver<Value>,
     pub received: Vec<Value>,
     next_id: i64,
 }
 
-/// Opens a WebSocket to the serve with these handshake headers.
-pub async fn handshake(
+/// Opens a tunnel (`path`: `/lsp` or `/acp`) with these request headers:
+/// the connection after the `101`, with what followed it; or the status
+/// the serve answered instead.
+pub async fn tunnel(
     port: u16,
+    path: &str,
     headers: &[(&str, &str)],
-) -> Result<
-    (
-        Sender,
-        jsonrpsee::client_transport::ws::Receiver<Compat<EitherStream>>,
-    ),
-    WsHandshakeError,
-> {
-    let mut map = HeaderMap::new();
-    for (name, value) in headers {
-        map.append(
-            http::HeaderName::from_bytes(name.as_bytes()).expect("header name"),
-            HeaderValue::from_str(value).expect("header value"),
-        );
-    }
-    let url = Url::parse(&format!("ws://127.0.0.1:{port}/")).expect("url");
-    WsTransportClientBuilder::default()
-        .set_headers(map)
-        .build(url)
+) -> Result<(tokio::net::TcpStream, Vec<u8>), u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
+        .expect("connect to the serve");
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("send the request");
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        if let Some(at) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let n = stream.read(&mut chunk).await.expect("read the answer");
+        assert!(n > 0, "the serve closed before answering: {head:?}");
+        head.extend_from_slice(&chunk[..n]);
+    };
+    let status: u16 = String::from_utf8_lossy(&head[..end])
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("an HTTP status");
+    if status != 101 {
+        return Err(status);
+    }
+    Ok((stream, head.split_off(end)))
+}
+
+/// The headers of a client that has the token.
+pub fn upgrade_headers(token: &str) -> [(&'static str, String); 3] {
+    [
+        ("Authorization", format!("Bearer {token}")),
+        ("Connection", "Upgrade".to_string()),
+        ("Upgrade", "tandem".to_string()),
+    ]
 }
 
 impl Ws {
-    pub async fn connect(port: u16, headers: &[(&str, &str)]) -> Result<Ws, WsHandshakeError> {
-        let (tx, mut receiver) = handshake(port, headers).await?;
+    /// An LSP tunnel with the token.
+    pub async fn connect(port: u16, token: &str) -> Ws {
+        let headers = upgrade_headers(token);
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        let (stream, leftover) = tunnel(port, "/lsp", &headers)
+            .await
+            .unwrap_or_else(|status| panic!("the serve answered {status}"));
+        let (read, tx) = stream.into_split();
         let (sink, rx) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            loop {
-                let text = match receiver.receive().await {
-                    Ok(ReceivedMessage::Text(text)) => text,
-                    Ok(ReceivedMessage::Bytes(bytes)) => {
-                        String::from_utf8_lossy(&bytes).into_owned()
-                    }
-                    Ok(ReceivedMessage::Pong) => continue,
-                    Err(_) => return,
-                };
-                let mut value: Value = serde_json::from_str(&text).expect("the serve sent JSON");
-                if value["method"] == "tandem/sessionMessage" {
-                    let subscription = value["params"]["subscription"].clone();
-                    value = value["params"]["result"].take();
-                    value["subscription"] = subscription;
-                }
-                if sink.send(value).is_err() {
-                    return;
-                }
-            }
-        });
-        Ok(Ws {
+        let input = std::io::Cursor::new(leftover).chain(read);
+        tokio::spawn(crate::support::client::read_frames(input, sink));
+        Ws {
             tx,
             rx,
             received: Vec::new(),
             next_id: 1,
-        })
+        }
     }
 
     pub async fn send(&mut self, message: Value) {
-        self.tx
-            .send(message.to_string())
-            .await
-            .expect("send to the serve");
+        use tokio::io::AsyncWriteExt;
+        let bytes = crate::support::client::frame(message.to_string().as_bytes());
+        self.tx.write_all(&bytes).await.expect("send to the serve");
+    }
+
+    /// Answers the serve's request `id` (a permission request, a question).
+    pub async fn answer(&mut self, id: &Value, result: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+            .await;
     }
 
     pub async fn start_request(&mut self, method: &str, params: Value) -> i64 {
@@ -304,20 +312,15 @@ impl Ws {
             .to_string()
     }
 
-    /// Attaches and waits for the end of the replay; returns the number of
-    /// updates replayed.
+    /// Loads (follows) a session: its history is replayed before the
+    /// answer; returns the number of updates replayed.
     pub async fn attach(&mut self, session: &str) -> u64 {
         let response = self
-            .request("tandem/attachSession", json!({"sessionId": session}))
+            .request("tandem/loadSession", json!({"sessionId": session}))
             .await;
-        assert!(
-            response.get("result").is_some(),
-            "attach failed: {response}"
-        );
-        let attached = self
-            .wait_for(|m| m["method"] == "tandem/attached" && m["params"]["sessionId"] == session)
-            .await;
-        attached["params"]["replayed"].as_u64().expect("replayed")
+        response["result"]["replayed"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("load failed: {response}"))
     }
 
     pub async fn start_prompt(&mut self, session: &str, text: &str) -> i64 {
@@ -347,7 +350,8 @@ impl Ws {
     }
 
     pub async fn close(mut self) {
-        let _ = self.tx.close().await;
+        use tokio::io::AsyncWriteExt;
+        let _ = self.tx.shutdown().await;
     }
 }
 
