@@ -8,7 +8,6 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::model_options::ConfigStates;
@@ -127,20 +126,6 @@ pub(super) fn acp_updates(event: &Event) -> Vec<Value> {
     session_update(event).map(typed_updates).unwrap_or_default()
 }
 
-/// The ACP updates of one `tandem/update`'s `update` (none for tandem-only
-/// kinds): what `tandem acp` sends for an event, and `tandem acp --attach`
-/// for the serve's update of it.
-pub(crate) fn acp_updates_of(update: Value) -> Vec<Value> {
-    match protocol::SessionUpdate::deserialize(&update) {
-        Ok(typed) => typed_updates(typed),
-        // Not one of the serve's own updates: passed on as it came.
-        Err(e) => {
-            tracing::warn!("an update the ACP mapping does not know ({e}): {update}");
-            vec![update]
-        }
-    }
-}
-
 /// One tandem update as ACP's: `usage` as the `usage_update` built beside
 /// the model's config options (with the context in use), every other kind
 /// through the schema's types.
@@ -242,7 +227,7 @@ mod tests {
         let update = json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1",
                             "waitingFor": "permission"});
         assert_eq!(
-            acp_updates_of(update),
+            typed_updates(serde_json::from_value(update).expect("a tandem update")),
             vec![
                 json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1",
                         "_meta": {"tandem": {"waitingFor": "permission"}}})

@@ -111,14 +111,6 @@ impl ConfigStates {
         self.lock().remove(session_id);
     }
 
-    /// The session's model state, as far as known.
-    pub(crate) fn models(&self, session_id: &str) -> ModelState {
-        self.lock()
-            .get(session_id)
-            .map(|(_, s)| s.clone())
-            .unwrap_or_default()
-    }
-
     /// The full config options of a session (the mode's alone when its
     /// model is not known here).
     pub(crate) fn options(&self, session_id: &str, mode: Option<ApprovalMode>) -> Value {

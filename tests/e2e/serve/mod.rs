@@ -27,9 +27,9 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
-use tokio::io::AsyncReadExt;
 
 use crate::support::client::{file_uri, tandem_bin, EditorOptions, WAIT};
 
