@@ -325,6 +325,18 @@ impl Daemon {
         self.load_session_with(client, id, true, more)
     }
 
+    /// [`Daemon::load_session_in`] with the replay or without: `client`
+    /// follows the session from now on either way.
+    pub fn attach_session(
+        &self,
+        client: &Arc<Client>,
+        id: &str,
+        replay: bool,
+        more: Vec<PathBuf>,
+    ) -> Result<(Arc<Session>, Vec<LoggedEvent>), DaemonError> {
+        self.load_session_with(client, id, replay, more)
+    }
+
     /// [`Daemon::load_session`], with the replay to the sink or without.
     pub(super) fn load_session_with(
         &self,
