@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod exec;
 pub(crate) mod jsonrpc_body;
 pub mod lsp;
+pub mod mcp_cli;
 pub mod mcp_servers;
 mod memory;
 pub mod models;

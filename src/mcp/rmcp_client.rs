@@ -22,7 +22,7 @@ use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ClientJsonRpcMessage, Implementation,
-    JsonRpcMessage, ServerJsonRpcMessage,
+    JsonRpcMessage, ProtocolVersion, ServerJsonRpcMessage,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::common::http_header::{
@@ -48,11 +48,17 @@ struct Handler {
 }
 
 impl ClientHandler for Handler {
+    /// tandem starts every session with `initialize`, so it offers the
+    /// newest revision that has that handshake: the SDK's default is its
+    /// newest of all (2026-07-28), which replaced `initialize` with
+    /// `server/discover`, and a server that knows only the handshake's
+    /// revisions (the conformance suite's among them) refuses it.
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("tandem", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
