@@ -288,13 +288,18 @@ fn the_mcp_conformance_suites_client_scenarios_pass_except_the_unsupported_ones(
     let mut wrong = Vec::new();
     for (scenario, outcome) in &outcomes {
         let verdict = judge(scenario, outcome);
+        let expected = if UNSUPPORTED.iter().any(|(name, _)| name == scenario) {
+            " (unsupported)"
+        } else {
+            ""
+        };
         summary.push_str(&format!(
-            "{} {scenario}: {:?}{}\n",
-            if outcome.passed { "pass" } else { "FAIL" },
+            "{}{expected} {scenario}: {:?}{}\n",
+            if outcome.passed { "passed" } else { "failed" },
             outcome.checks,
             verdict
                 .as_deref()
-                .map(|v| format!("  <- {v}"))
+                .map(|v| format!("  <- WRONG: {v}"))
                 .unwrap_or_default()
         ));
         if let Some(verdict) = verdict {
