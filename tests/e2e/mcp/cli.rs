@@ -91,6 +91,23 @@ fn mcp_list_starts_the_configured_servers_and_shows_their_state_and_tools() {
         "mcp__faulty__echo"
     );
     assert_eq!(answer["servers"].as_array().map(Vec::len), Some(1));
+
+    // A URL nothing listens on: the cause in words, not the SDK's types.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let out = tandem_mcp(home.path(), &["list", &url]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.starts_with(&format!(
+            "127.0.0.1:{port}  failed: the MCP handshake with {url} failed: "
+        )) && stdout.contains("Connection refused")
+            && !stdout.contains("rmcp::"),
+        "{stdout}"
+    );
 }
 
 #[test]
