@@ -214,6 +214,7 @@ fn judge(scenario: &str, outcome: &Outcome) -> Option<String> {
         let expected_output = match scenario {
             "tools_call" => "The sum of 5 and 3 is 8",
             "sse-retry" => "Reconnection test completed successfully",
+            "initialize" => "  ready  (http: http://localhost:",
             _ => "",
         };
         if !outcome.output.contains(expected_output) {
