@@ -21,7 +21,9 @@
 //! - `inline`: `TANDEM_SERVE_INLINE_FSYNC=1`, fsyncs on the serve's own
 //!   thread as before issue 28;
 //! - `control`: `TANDEM_FSYNC=0`, no fsync at all: what A's steps cost B
-//!   without any fsync, the floor the first two are read against.
+//!   without any fsync, the floor the first two are read against;
+//! - `multi` (not by default): `TANDEM_SERVE_RUNTIME=multi`, the serve on
+//!   tokio's worker pool instead of one thread.
 //!
 //! `cargo bench --bench serve_fsync`; `TANDEM_BENCH_ROUNDS` (default 7),
 //! `TANDEM_BENCH_CHUNKS` (default 2000 per run) and `TANDEM_BENCH_MODES`
@@ -74,12 +76,14 @@ impl Serve {
             .env_remove("TANDEM_LOG")
             .env_remove("TANDEM_FSYNC")
             .env_remove("TANDEM_SERVE_INLINE_FSYNC")
+            .env_remove("TANDEM_SERVE_RUNTIME")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         match mode {
             "inline" => command.env("TANDEM_SERVE_INLINE_FSYNC", "1"),
             "control" => command.env("TANDEM_FSYNC", "0"),
+            "multi" => command.env("TANDEM_SERVE_RUNTIME", "multi"),
             _ => &mut command,
         };
         let process = command.spawn().expect("spawn tandem serve");
@@ -229,7 +233,8 @@ async fn main() {
             "pool" => "pool",
             "inline" => "inline",
             "control" => "control",
-            other => panic!("unknown mode `{other}` (pool, inline, control)"),
+            "multi" => "multi",
+            other => panic!("unknown mode `{other}` (pool, inline, control, multi)"),
         })
         .collect();
     let bin = tandem_bin();

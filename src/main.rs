@@ -331,11 +331,15 @@ async fn autodetect() -> ExitCode {
 /// blocking pool, as everywhere; sessions interleave on the one thread.
 fn runtime_for(command: &Option<Command>) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = match command {
+        // `TANDEM_SERVE_RUNTIME=multi`: tokio's worker pool instead, for
+        // benches/serve_fsync.rs's comparison.
         Some(Command::Serve {
             stop: false,
             status: false,
             ..
-        }) => tokio::runtime::Builder::new_current_thread(),
+        }) if std::env::var("TANDEM_SERVE_RUNTIME").as_deref() != Ok("multi") => {
+            tokio::runtime::Builder::new_current_thread()
+        }
         _ => tokio::runtime::Builder::new_multi_thread(),
     };
     builder.enable_all().build()
