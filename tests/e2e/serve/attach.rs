@@ -271,6 +271,56 @@ async fn a_permission_request_goes_to_every_following_window_and_the_first_answe
 }
 
 #[tokio::test]
+async fn a_waiting_question_reaches_a_window_that_loads_later_not_one_that_cannot_answer() {
+    let model = ModelServer::start().await;
+    model.push(crate::support::model_server::openai::tool_calls(&[(
+        "call_1",
+        "exec_command",
+        r#"{"cmd":"echo joined"}"#,
+    )]));
+    model.push(crate::support::model_server::openai::text(["done"]));
+    let serve = Serve::start().await;
+    let workspace = tempfile::tempdir().unwrap();
+    let caps = json!({"experimental": {"tandem": {"requestPermission": true}}});
+    let mut a = serve.client().await;
+    a.initialize(workspace.path(), caps.clone()).await;
+    // C follows the session but declared no requestPermission.
+    let mut c = serve.client().await;
+    c.initialize(workspace.path(), json!({})).await;
+    let session = a.new_session(model.session_config()).await;
+    c.attach(&session).await;
+    let id = a.start_prompt(&session, "run it").await;
+    let is_request = |m: &Value| m["method"] == "tandem/requestPermission" && m.get("id").is_some();
+    let on_a = a.wait_for(is_request).await;
+
+    // B loads the session while the question waits: it is asked too.
+    let mut b = serve.client().await;
+    b.initialize(workspace.path(), caps).await;
+    assert!(b.attach(&session).await > 0);
+    let on_b = b.wait_for(is_request).await;
+    assert_eq!(on_a["params"], on_b["params"]);
+    b.answer(
+        &on_b["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+    )
+    .await;
+    a.wait_for(|m| m["method"] == "$/cancelRequest" && m["params"]["id"] == on_a["id"])
+        .await;
+    assert_eq!(a.response(id).await["result"]["stopReason"], "end_turn");
+    let results = model.wait_for_requests(2).await[1].tool_messages();
+    assert!(results[0].1.contains("joined"), "{results:?}");
+    // C heard the whole turn, and was asked nothing.
+    c.wait_update(&session, |u| u["sessionUpdate"] == "turn_end")
+        .await;
+    let asked: Vec<&Value> = c
+        .received
+        .iter()
+        .filter(|m| m["method"] == "tandem/requestPermission" || m["method"] == "$/cancelRequest")
+        .collect();
+    assert!(asked.is_empty(), "{asked:?}");
+}
+
+#[tokio::test]
 async fn tools_read_the_buffers_of_the_client_that_prompted_and_the_disk_once_it_is_gone() {
     let model = ModelServer::start().await;
     let read = |id: &str| {
