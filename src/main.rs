@@ -77,6 +77,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The MCP servers of the configuration: list them with their tools,
+    /// or call one tool (a configured name or an http(s):// URL).
+    Mcp {
+        #[command(subcommand)]
+        command: tandem::frontend::mcp_cli::McpCommand,
+    },
     /// List the sessions in $TANDEM_HOME/sessions, newest first.
     Sessions,
     /// Print a session's trajectory: turns, steps, tool calls with their
@@ -233,11 +239,13 @@ fn init_tracing() {
 }
 
 /// `tandem doctor` reports on stdout what the log would say, and must not
-/// create `TANDEM_HOME` (a log file would) before it checks it: errors
-/// only, to stderr, unless `TANDEM_LOG` asks for more.
-fn init_doctor_tracing() {
+/// create `TANDEM_HOME` (a log file would) before it checks it; `tandem
+/// mcp` prints the servers' failures itself (the SDK's own error lines
+/// would say them twice): errors only, to stderr, unless `TANDEM_LOG` asks
+/// for more.
+fn init_report_tracing(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TANDEM_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false)
@@ -337,10 +345,10 @@ fn main() -> ExitCode {
     // Before any thread starts (the runtime's, the stdout writer).
     tandem::frontend::use_one_heap();
     let cli = Cli::parse();
-    if matches!(cli.command, Some(Command::Doctor { .. })) {
-        init_doctor_tracing();
-    } else {
-        init_tracing();
+    match cli.command {
+        Some(Command::Doctor { .. }) => init_report_tracing("error"),
+        Some(Command::Mcp { .. }) => init_report_tracing("error,rmcp=off"),
+        _ => init_tracing(),
     }
     let runtime = match runtime_for(&cli.command) {
         Ok(runtime) => runtime,
@@ -381,6 +389,15 @@ fn main() -> ExitCode {
                 mode,
             }) => exec(task, file, range, mode).await,
             Some(Command::Doctor { json }) => doctor(json).await,
+            Some(Command::Mcp { command }) => {
+                use tandem::frontend::mcp_cli;
+                let workspace = std::env::current_dir().unwrap_or_else(|_| ".".into());
+                let options = mcp_cli::McpCliOptions {
+                    home: home(),
+                    workspace,
+                };
+                ExitCode::from(mcp_cli::run(command, options).await)
+            }
             Some(Command::Sessions) => list_sessions(),
             Some(Command::Replay {
                 session_id,

@@ -24,7 +24,9 @@
 //!   ones the turn reads.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
+
+use parking_lot::{Mutex, MutexGuard};
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use serde_json::Value;
@@ -87,7 +89,7 @@ impl Followers {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     /// Connection `client` hears its sessions through `sink` and is asked

@@ -11,6 +11,7 @@ pub mod exec;
 pub mod followers;
 pub(crate) mod jsonrpc_body;
 pub mod lsp;
+pub mod mcp_cli;
 pub mod mcp_servers;
 mod memory;
 pub mod models;

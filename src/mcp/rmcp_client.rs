@@ -22,9 +22,9 @@ use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ClientJsonRpcMessage, Implementation,
-    JsonRpcMessage, ServerJsonRpcMessage,
+    JsonRpcMessage, ProtocolVersion, ServerJsonRpcMessage,
 };
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{ClientInitializeError, NotificationContext, RunningService};
 use rmcp::transport::common::http_header::{
     EVENT_STREAM_MIME_TYPE, HEADER_LAST_EVENT_ID, HEADER_MCP_PROTOCOL_VERSION, HEADER_SESSION_ID,
     JSON_MIME_TYPE,
@@ -48,11 +48,17 @@ struct Handler {
 }
 
 impl ClientHandler for Handler {
+    /// tandem starts every session with `initialize`, so it offers the
+    /// newest revision that has that handshake: the SDK's default is its
+    /// newest of all (2026-07-28), which replaced `initialize` with
+    /// `server/discover`, and a server that knows only the handshake's
+    /// revisions (the conformance suite's among them) refuses it.
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("tandem", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -101,7 +107,7 @@ where
     let service = Handler { on_tools_changed }
         .serve((read, write))
         .await
-        .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+        .map_err(|e| format!("the MCP handshake failed: {}", init_error(e)))?;
     Ok(Connection { service })
 }
 
@@ -122,8 +128,47 @@ pub async fn connect_http(
     let service = Handler { on_tools_changed }
         .serve(transport)
         .await
-        .map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?;
+        .map_err(|e| format!("the MCP handshake with {url} failed: {}", init_error(e)))?;
     Ok(Connection { service })
+}
+
+/// A failed handshake in words: the SDK's transport errors name the
+/// transport's Rust type, which says nothing to a user.
+fn init_error(error: ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::TransportError { error, context } => {
+            format!("{} ({context})", with_causes(&*error.error))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// An error and its causes (`connection refused` is a cause of reqwest's
+/// `error sending request`).
+fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    // The SDK's HTTP error does not give its client's error as a source.
+    if let Some(StreamableHttpError::<reqwest::Error>::Client(client)) = error.downcast_ref() {
+        return with_causes(client);
+    }
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let said = inner.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = inner.source();
+    }
+    text
+}
+
+/// A failed request in words (see [`init_error`]).
+fn service_error(error: ServiceError) -> String {
+    match error {
+        ServiceError::TransportSend(error) => with_causes(&*error.error),
+        other => other.to_string(),
+    }
 }
 
 /// Headers the transport sets itself, which a server definition may not.
@@ -485,7 +530,7 @@ impl Connection {
             .service
             .list_all_tools()
             .await
-            .map_err(|e| format!("tools/list failed: {e}"))?;
+            .map_err(|e| format!("tools/list failed: {}", service_error(e)))?;
         Ok(tools
             .iter()
             .filter_map(|tool| serde_json::to_value(tool).ok())
@@ -507,7 +552,7 @@ impl Connection {
                 .map_err(|e| CallFailure::Error(format!("unreadable result: {e}"))),
             Err(ServiceError::TransportClosed) => Err(CallFailure::Closed),
             Err(ServiceError::McpError(e)) => Err(CallFailure::Error(e.message.to_string())),
-            Err(e) => Err(CallFailure::Error(e.to_string())),
+            Err(e) => Err(CallFailure::Error(service_error(e))),
         }
     }
 

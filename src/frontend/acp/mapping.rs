@@ -6,8 +6,9 @@
 //! under `_meta` (a strict client may reject unknown fields).
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::model_options::ConfigStates;
@@ -40,14 +41,10 @@ impl AcpSink {
 
     /// Runs `f` with the replay of `session_id` muted (`session/resume`).
     pub(super) fn muted<T>(&self, session_id: &str, f: impl FnOnce() -> T) -> T {
-        self.lock_muted().insert(session_id.to_string());
+        self.muted.lock().insert(session_id.to_string());
         let result = f();
-        self.lock_muted().remove(session_id);
+        self.muted.lock().remove(session_id);
         result
-    }
-
-    fn lock_muted(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.muted.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn send(&self, session_id: &str, update: Value) {
@@ -115,7 +112,7 @@ impl EventSink for AcpSink {
     }
 
     fn on_replay(&self, session_id: &str, event: &LoggedEvent) {
-        if !self.lock_muted().contains(session_id) {
+        if !self.muted.lock().contains(session_id) {
             self.deliver(session_id, event, true);
         }
     }

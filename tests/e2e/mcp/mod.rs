@@ -10,6 +10,8 @@ use serde_json::{json, Value};
 use crate::support::client::{Editor, EditorOptions};
 use crate::support::model_server::{openai, ModelServer, RecordedRequest, Reply};
 
+mod cli;
+mod conformance;
 mod faults;
 mod http;
 mod images;
