@@ -398,23 +398,39 @@ async fn tools_read_the_buffers_of_the_client_that_prompted_and_the_disk_once_it
 }
 
 #[tokio::test]
-async fn loading_an_unknown_session_is_refused_and_the_connection_keeps_serving() {
+async fn attaching_to_an_unknown_session_is_refused_and_the_connection_keeps_serving() {
     let serve = Serve::start().await;
     let workspace = tempfile::tempdir().unwrap();
     let model = ModelServer::start().await;
     let mut a = serve.client().await;
     a.initialize(workspace.path(), json!({})).await;
-    let unknown = a
+    let unknown = "0123456789abcdef0123456789abcdef";
+    for (method, params) in [
+        ("tandem/attachSession", json!({"sessionId": unknown})),
+        (
+            "tandem/attachSession",
+            json!({"sessionId": unknown, "replay": false}),
+        ),
+        ("tandem/loadSession", json!({"sessionId": unknown})),
+    ] {
+        let refused = a.request(method, params).await;
+        assert_eq!(refused["error"]["code"], -32001, "{method}: {refused}");
+        assert_eq!(
+            refused["error"]["data"]["sessionId"], unknown,
+            "{method}: {refused}"
+        );
+    }
+    let session = a.new_session(model.session_config()).await;
+    let attached = a
         .request(
-            "tandem/loadSession",
-            json!({"sessionId": "0123456789abcdef0123456789abcdef"}),
+            "tandem/attachSession",
+            json!({"sessionId": session, "replay": false}),
         )
         .await;
-    assert_eq!(unknown["error"]["code"], -32001, "{unknown}");
     assert_eq!(
-        unknown["error"]["data"]["sessionId"], "0123456789abcdef0123456789abcdef",
-        "{unknown}"
+        attached["result"]["sessionId"],
+        session.as_str(),
+        "{attached}"
     );
-    let session = a.new_session(model.session_config()).await;
-    assert_eq!(a.attach(&session).await, 0);
+    assert_eq!(attached["result"]["replayed"], 0, "{attached}");
 }
