@@ -169,13 +169,19 @@ impl Followers {
 
 impl EventSink for Followers {
     fn on_event(&self, session_id: &str, event: &LoggedEvent) {
-        if matches!(event.event, crate::vocab::event::Event::TurnEnd { .. }) {
-            // The turn's request bodies are freed.
-            crate::frontend::memory::return_freed_memory_soon();
-        }
         // Delivered under the lock: a follow or a replay never interleaves
         // with an event (each sink only queues).
         let mut state = self.state();
+        let followed = state
+            .sessions
+            .get(session_id)
+            .is_some_and(|f| !f.is_empty());
+        if !followed && matches!(event.event, crate::vocab::event::Event::TurnEnd { .. }) {
+            // The turn's request bodies are freed. A follower's sink asks
+            // its writer to give them back once the turn's frames are
+            // written (a second trim here would race that one).
+            crate::frontend::memory::return_freed_memory_soon();
+        }
         let State {
             conns, sessions, ..
         } = &mut *state;

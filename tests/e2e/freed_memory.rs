@@ -163,27 +163,27 @@ async fn tandem_acp_gives_back_what_a_turn_and_a_load_freed() {
 }
 
 #[tokio::test]
-async fn tandem_serve_gives_back_what_a_turn_and_an_attach_freed() {
+async fn tandem_serve_gives_back_what_a_turn_and_a_load_freed() {
     let server = ModelServer::start().await;
     let root = tempfile::tempdir().unwrap();
     let serve = Serve::start().await;
     let mut first = serve.client().await;
     first.initialize(root.path(), json!({})).await;
     let session = first.new_session(server.session_config()).await;
-    first.attach(&session).await;
-    // A 3 MB answer: its chunk, its message and their frames are freed by
-    // the turn's end, and read back from the log by the next attach.
-    let answer = "x".repeat(3 << 20);
+    // A 4 MB answer (as over stdio, which the serve's connections write
+    // alike): its chunk, its message and their frames are freed by the
+    // turn's end, and read back from the log by the next load.
+    let answer = "x".repeat(4 << 20);
     server.push(openai::text([answer.as_str()]));
     let id = first.start_prompt(&session, "write a lot").await;
     let reply = first.response(id).await;
     assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
     count_reaches("one trim after the turn", || serve.stderr(), returned, 1).await;
 
-    // A second window attaches: the log's events are dropped once its
-    // replay is out, not when it detaches, and a trim is considered then
-    // (the 3 MB pieces may have gone back to the OS when freed already:
-    // glibc maps pieces that large apart).
+    // A second window loads the session: the log's events are dropped
+    // once its replay is out, not when it closes, and a trim is considered
+    // then (the 4 MB pieces may have gone back to the OS when freed
+    // already: glibc maps pieces that large apart).
     let considered = |log: &str| returned(log) + log.matches(KEPT).count();
     let before = considered(&serve.stderr());
     let mut second = serve.client().await;

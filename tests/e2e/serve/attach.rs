@@ -1,5 +1,7 @@
-//! Several clients on one serve: a turn streams to every attached client,
-//! outlives the client that started it, and a late client gets it whole.
+//! Several editor connections (LSP tunnels) on one serve: a turn streams to
+//! every connection that follows its session (one that made, loaded or
+//! prompted it), outlives the connection that started it, and a late one
+//! that loads the session gets it whole.
 
 use std::time::Duration;
 
@@ -102,8 +104,8 @@ async fn a_prompt_from_one_client_streams_to_both_and_its_answer_follows_its_upd
     let mut b = serve.client().await;
     a.initialize(workspace.path(), json!({})).await;
     b.initialize(workspace.path(), json!({})).await;
+    // A follows the session it made; B loads it (nothing to replay yet).
     let session = a.new_session(model.session_config()).await;
-    assert_eq!(a.attach(&session).await, 0);
     assert_eq!(b.attach(&session).await, 0);
 
     let id = a.start_prompt(&session, "hi").await;
@@ -143,7 +145,6 @@ async fn the_turn_ends_normally_when_the_client_that_started_it_goes_away() {
     a.initialize(workspace.path(), json!({})).await;
     b.initialize(workspace.path(), json!({})).await;
     let session = a.new_session(model.session_config()).await;
-    a.attach(&session).await;
     b.attach(&session).await;
 
     a.start_prompt(&session, "go").await;
@@ -174,9 +175,8 @@ async fn a_late_client_gets_the_replay_then_live_updates_with_nothing_missing_or
     let mut a = serve.client().await;
     a.initialize(workspace.path(), json!({})).await;
     let session = a.new_session(model.session_config()).await;
-    a.attach(&session).await;
     let id = a.start_prompt(&session, "count").await;
-    // Attach while the answer streams: part of it is history by now.
+    // Load while the answer streams: part of it is history by now.
     a.wait_update(&session, |u| u["content"]["text"] == "p5 ")
         .await;
 
@@ -202,7 +202,7 @@ async fn a_late_client_gets_the_replay_then_live_updates_with_nothing_missing_or
 }
 
 #[tokio::test]
-async fn a_permission_request_goes_to_every_attached_client_and_the_first_answer_wins() {
+async fn a_permission_request_goes_to_every_following_window_and_the_first_answer_wins() {
     let model = ModelServer::start().await;
     model.push(crate::support::model_server::openai::tool_calls(&[(
         "call_1",
@@ -218,39 +218,106 @@ async fn a_permission_request_goes_to_every_attached_client_and_the_first_answer
     a.initialize(workspace.path(), caps.clone()).await;
     b.initialize(workspace.path(), caps).await;
     let session = a.new_session(model.session_config()).await;
-    a.attach(&session).await;
     b.attach(&session).await;
     let id = a.start_prompt(&session, "run it").await;
 
     let is_request = |m: &Value| m["method"] == "tandem/requestPermission" && m.get("id").is_some();
     let on_a = a.wait_for(is_request).await;
     let on_b = b.wait_for(is_request).await;
-    assert_eq!(on_a["id"], on_b["id"]);
-    let request_id = on_b["id"].clone();
-    // B answers; A's copy is withdrawn.
-    let answer = b
-        .request(
-            "tandem/respond",
-            json!({"id": request_id, "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}),
-        )
-        .await;
-    assert_eq!(answer["result"]["delivered"], true);
+    // The same question on both connections, each under its own id.
+    assert_eq!(on_a["params"], on_b["params"]);
+    assert_eq!(on_a["params"]["sessionId"], session.as_str(), "{on_a}");
+    assert_eq!(on_a["params"]["toolCall"]["toolCallId"], "call_1", "{on_a}");
+    // B answers; A's copy is withdrawn, under A's id.
+    b.answer(
+        &on_b["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+    )
+    .await;
     let withdrawn = a
-        .wait_for(|m| m["method"] == "$/cancelRequest" && m["params"]["id"] == request_id)
+        .wait_for(|m| m["method"] == "$/cancelRequest" && m["params"]["id"] == on_a["id"])
         .await;
-    assert_eq!(withdrawn["params"]["id"], request_id);
-    // A late answer from A is not delivered.
-    let late = a
-        .request(
-            "tandem/respond",
-            json!({"id": request_id, "result": {"outcome": {"outcome": "selected", "optionId": "reject_once"}}}),
-        )
-        .await;
-    assert_eq!(late["result"]["delivered"], false);
+    assert_eq!(withdrawn["params"]["id"], on_a["id"]);
+    assert!(
+        !b.received.iter().any(|m| m["method"] == "$/cancelRequest"),
+        "the answering window's request was withdrawn: {:?}",
+        b.received
+    );
+    // A late answer from A is not delivered: the command ran as B allowed.
+    a.answer(
+        &on_a["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}),
+    )
+    .await;
     assert_eq!(a.response(id).await["result"]["stopReason"], "end_turn");
     let requests = model.wait_for_requests(2).await;
     let results = requests[1].tool_messages();
     assert!(results[0].1.contains("hi"), "{results:?}");
+    let decided: Vec<Value> = log_lines(&serve.path(), &session)
+        .into_iter()
+        .filter(|e| e["type"] == "approval_decided")
+        .collect();
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["decision"], "allow_once", "{decided:?}");
+    super::poll_until("the late answer logged as not delivered", || {
+        serve
+            .stderr()
+            .contains("answer to an unknown or withdrawn request")
+    })
+    .await;
+    // A's connection keeps serving.
+    let listed = a.request("tandem/listSessions", json!({})).await;
+    assert!(listed.get("result").is_some(), "{listed}");
+}
+
+#[tokio::test]
+async fn a_waiting_question_reaches_a_window_that_loads_later_not_one_that_cannot_answer() {
+    let model = ModelServer::start().await;
+    model.push(crate::support::model_server::openai::tool_calls(&[(
+        "call_1",
+        "exec_command",
+        r#"{"cmd":"echo joined"}"#,
+    )]));
+    model.push(crate::support::model_server::openai::text(["done"]));
+    let serve = Serve::start().await;
+    let workspace = tempfile::tempdir().unwrap();
+    let caps = json!({"experimental": {"tandem": {"requestPermission": true}}});
+    let mut a = serve.client().await;
+    a.initialize(workspace.path(), caps.clone()).await;
+    // C follows the session but declared no requestPermission.
+    let mut c = serve.client().await;
+    c.initialize(workspace.path(), json!({})).await;
+    let session = a.new_session(model.session_config()).await;
+    c.attach(&session).await;
+    let id = a.start_prompt(&session, "run it").await;
+    let is_request = |m: &Value| m["method"] == "tandem/requestPermission" && m.get("id").is_some();
+    let on_a = a.wait_for(is_request).await;
+
+    // B loads the session while the question waits: it is asked too.
+    let mut b = serve.client().await;
+    b.initialize(workspace.path(), caps).await;
+    assert!(b.attach(&session).await > 0);
+    let on_b = b.wait_for(is_request).await;
+    assert_eq!(on_a["params"], on_b["params"]);
+    b.answer(
+        &on_b["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+    )
+    .await;
+    a.wait_for(|m| m["method"] == "$/cancelRequest" && m["params"]["id"] == on_a["id"])
+        .await;
+    assert_eq!(a.response(id).await["result"]["stopReason"], "end_turn");
+    let results = model.wait_for_requests(2).await[1].tool_messages();
+    assert!(results[0].1.contains("joined"), "{results:?}");
+    // C heard the whole turn, and was asked nothing.
+    c.wait_update(&session, |u| u["sessionUpdate"] == "turn_end")
+        .await;
+    let asked: Vec<&Value> = c
+        .received
+        .iter()
+        .filter(|m| m["method"] == "tandem/requestPermission" || m["method"] == "$/cancelRequest")
+        .collect();
+    assert!(asked.is_empty(), "{asked:?}");
 }
 
 #[tokio::test]
@@ -283,13 +350,10 @@ async fn tools_read_the_buffers_of_the_client_that_prompted_and_the_disk_once_it
     let mut b = serve.client().await;
     for (client, text) in [(&mut a, "unsaved in A\n"), (&mut b, "unsaved in B\n")] {
         client.initialize(workspace.path(), json!({})).await;
-        let opened = client
-            .request(
-                "textDocument/didOpen",
-                json!({"textDocument": {"uri": uri, "languageId": "text", "version": 1, "text": text}}),
-            )
+        client
+            .send(json!({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+                "params": {"textDocument": {"uri": uri, "languageId": "text", "version": 1, "text": text}}}))
             .await;
-        assert!(opened.get("result").is_some(), "{opened}");
     }
     let session = a.new_session(model.session_config()).await;
     let prompt =
@@ -299,7 +363,7 @@ async fn tools_read_the_buffers_of_the_client_that_prompted_and_the_disk_once_it
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let answer = b.request("tandem/prompt", prompt("from B")).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    a.attach(&session).await;
+    // A, which made the session, heard B's turns too.
     b.start_request("tandem/prompt", prompt("from B, then gone"))
         .await;
     model.wait_for_requests(5).await;
@@ -334,41 +398,39 @@ async fn tools_read_the_buffers_of_the_client_that_prompted_and_the_disk_once_it
 }
 
 #[tokio::test]
-async fn detach_ends_a_subscription_and_unknown_sessions_are_refused() {
+async fn attaching_to_an_unknown_session_is_refused_and_the_connection_keeps_serving() {
     let serve = Serve::start().await;
     let workspace = tempfile::tempdir().unwrap();
     let model = ModelServer::start().await;
     let mut a = serve.client().await;
     a.initialize(workspace.path(), json!({})).await;
+    let unknown = "0123456789abcdef0123456789abcdef";
+    for (method, params) in [
+        ("tandem/attachSession", json!({"sessionId": unknown})),
+        (
+            "tandem/attachSession",
+            json!({"sessionId": unknown, "replay": false}),
+        ),
+        ("tandem/loadSession", json!({"sessionId": unknown})),
+    ] {
+        let refused = a.request(method, params).await;
+        assert_eq!(refused["error"]["code"], -32001, "{method}: {refused}");
+        assert_eq!(
+            refused["error"]["data"]["sessionId"], unknown,
+            "{method}: {refused}"
+        );
+    }
     let session = a.new_session(model.session_config()).await;
     let attached = a
-        .request("tandem/attachSession", json!({"sessionId": session}))
-        .await;
-    let subscription = attached["result"].clone();
-    assert!(subscription.is_number(), "{attached}");
-    // jsonrpsee 0.26 answers a subscription with its id before it
-    // registers it, so a detach right behind the answer can still find
-    // nothing (`false`); a client retries briefly (protocol.md).
-    let mut detached = json!(null);
-    for _ in 0..100 {
-        detached = a
-            .request("tandem/detachSession", json!([subscription]))
-            .await;
-        if detached["result"] == true {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    assert_eq!(detached["result"], true, "{detached}");
-    let again = a
-        .request("tandem/detachSession", json!([subscription]))
-        .await;
-    assert_eq!(again["result"], false, "{again}");
-    let unknown = a
         .request(
             "tandem/attachSession",
-            json!({"sessionId": "0123456789abcdef0123456789abcdef"}),
+            json!({"sessionId": session, "replay": false}),
         )
         .await;
-    assert_eq!(unknown["error"]["code"], -32001, "{unknown}");
+    assert_eq!(
+        attached["result"]["sessionId"],
+        session.as_str(),
+        "{attached}"
+    );
+    assert_eq!(attached["result"]["replayed"], 0, "{attached}");
 }

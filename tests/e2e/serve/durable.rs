@@ -51,8 +51,6 @@ async fn with_fsync_on_turns_end_after_their_updates_and_acks_follow_their_event
     ws.initialize(workspace.path(), json!({})).await;
     let session_a = ws.new_session(model_a.session_config()).await;
     let session_b = ws.new_session(model_b.session_config()).await;
-    ws.attach(&session_a).await;
-    ws.attach(&session_b).await;
 
     let prompt_a = ws.start_prompt(&session_a, "read it three times").await;
     let prompt_b = ws.start_prompt(&session_b, "go").await;

@@ -1,7 +1,7 @@
-//! Project instructions through `tandem serve`: its own `tandem/newSession`
-//! and loadSession (behind `tandem lsp --attach`) and `tandem acp
-//! --attach`'s session/new and load answers name the instruction files in
-//! force.
+//! Project instructions through `tandem serve`: the answers to
+//! `tandem/newSession` and `tandem/loadSession` through `tandem lsp
+//! --attach`, and to session/new and session/load through `tandem acp
+//! --attach`, name the instruction files in force.
 
 use std::path::PathBuf;
 
@@ -58,7 +58,7 @@ async fn the_serves_new_session_names_the_instruction_files_and_its_turns_get_th
         system.find("SERVE USER RULE").unwrap() < system.find("SERVE ROOT RULE").unwrap(),
         "{system}"
     );
-    // The shim answers loadSession from `tandem/attached`, which names them.
+    // Loading it again names them too.
     let loaded = editor
         .request("tandem/loadSession", json!({"sessionId": session}))
         .await;

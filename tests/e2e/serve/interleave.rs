@@ -26,8 +26,6 @@ async fn a_turn_streams_and_ends_while_another_sessions_model_is_stalled() {
     ws.initialize(workspace.path(), json!({})).await;
     let session_a = ws.new_session(model_a.session_config()).await;
     let session_b = ws.new_session(model_b.session_config()).await;
-    ws.attach(&session_a).await;
-    ws.attach(&session_b).await;
 
     let prompt_a = ws.start_prompt(&session_a, "stall").await;
     ws.wait_update(&session_a, |u| u["content"]["text"] == "a1")

@@ -1,5 +1,7 @@
-//! The daemon's requests of two sessions on one serve: each answer reaches
-//! the request it names, never the other session's.
+//! The daemon's requests of two sessions on one serve: each goes to the
+//! connection that follows its session only, and each answer reaches the
+//! request it names, never the other session's (ids are per connection,
+//! so the two may well be equal).
 
 use serde_json::json;
 
@@ -12,7 +14,7 @@ fn answer(option: &str) -> serde_json::Value {
 }
 
 #[tokio::test]
-async fn two_sessions_permission_requests_have_distinct_ids_and_each_answer_reaches_its_own() {
+async fn two_sessions_permission_requests_go_to_their_own_window_and_each_answer_reaches_its_own() {
     let serve = Serve::start().await;
     let root = tempfile::tempdir().unwrap();
     let (model_a, model_b) = (ModelServer::start().await, ModelServer::start().await);
@@ -33,11 +35,9 @@ async fn two_sessions_permission_requests_have_distinct_ids_and_each_answer_reac
     let mut a = serve.client().await;
     a.initialize(root.path(), caps.clone()).await;
     let session_a = a.new_session(model_a.session_config()).await;
-    a.attach(&session_a).await;
     let mut b = serve.client().await;
     b.initialize(root.path(), caps).await;
     let session_b = b.new_session(model_b.session_config()).await;
-    b.attach(&session_b).await;
 
     let prompt_a = a.start_prompt(&session_a, "run echo").await;
     let prompt_b = b.start_prompt(&session_b, "run echo").await;
@@ -47,23 +47,22 @@ async fn two_sessions_permission_requests_have_distinct_ids_and_each_answer_reac
     let asked_b = b
         .wait_for(|m| m["method"] == "tandem/requestPermission")
         .await;
-    assert_ne!(asked_a["id"], asked_b["id"], "{asked_a} / {asked_b}");
+    assert_eq!(
+        asked_a["params"]["sessionId"],
+        session_a.as_str(),
+        "{asked_a}"
+    );
+    assert_eq!(
+        asked_b["params"]["sessionId"],
+        session_b.as_str(),
+        "{asked_b}"
+    );
+    assert_eq!(asked_a["params"]["toolCall"]["toolCallId"], "call_a");
+    assert_eq!(asked_b["params"]["toolCall"]["toolCallId"], "call_b");
 
     // B refuses first, then A allows: each decides its own call only.
-    let refused = b
-        .request(
-            "tandem/respond",
-            json!({"id": asked_b["id"], "result": answer("reject_once")}),
-        )
-        .await;
-    assert_eq!(refused["result"]["delivered"], true, "{refused}");
-    let allowed = a
-        .request(
-            "tandem/respond",
-            json!({"id": asked_a["id"], "result": answer("allow_once")}),
-        )
-        .await;
-    assert_eq!(allowed["result"]["delivered"], true, "{allowed}");
+    b.answer(&asked_b["id"], answer("reject_once")).await;
+    a.answer(&asked_a["id"], answer("allow_once")).await;
     assert_eq!(
         a.response(prompt_a).await["result"]["stopReason"],
         "end_turn"
@@ -76,4 +75,13 @@ async fn two_sessions_permission_requests_have_distinct_ids_and_each_answer_reac
     assert!(ran.contains("from-a"), "{ran}");
     let rejected = &model_b.wait_for_requests(2).await[1].tool_messages()[0].1;
     assert!(rejected.starts_with("rejected"), "{rejected}");
+    // Neither window was asked about, or told of, the other's session.
+    for (window, other) in [(&a, &session_b), (&b, &session_a)] {
+        let strays: Vec<_> = window
+            .received
+            .iter()
+            .filter(|m| m["params"]["sessionId"] == other.as_str())
+            .collect();
+        assert!(strays.is_empty(), "{strays:?}");
+    }
 }
