@@ -6,6 +6,7 @@ mod acp;
 mod attach;
 mod buffers;
 mod cancel;
+mod control;
 mod durable;
 mod images;
 mod instructions;
@@ -27,9 +28,9 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
-use tokio::io::AsyncReadExt;
 
 use crate::support::client::{file_uri, tandem_bin, EditorOptions, WAIT};
 
