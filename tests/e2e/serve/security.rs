@@ -437,3 +437,59 @@ async fn messages_over_the_limit_are_refused_and_connections_over_the_limit_get_
     );
     drop(editor);
 }
+
+#[tokio::test]
+async fn a_frame_over_the_lsp_limit_through_a_tunnel_is_refused_and_the_tunnel_goes_on() {
+    let serve = Serve::start().await;
+    let headers = super::upgrade_headers(&serve.token());
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let (stream, leftover) = tunnel(serve.port(), "/lsp", &headers)
+        .await
+        .unwrap_or_else(|status| panic!("/lsp answered {status}"));
+    let (read, mut write) = stream.into_split();
+    let (sink, mut messages) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(crate::support::client::read_frames(
+        std::io::Cursor::new(leftover).chain(read),
+        sink,
+    ));
+    let root = tempfile::tempdir().unwrap();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "processId": null, "rootUri": crate::support::client::file_uri(root.path()),
+        "capabilities": {}}});
+    write
+        .write_all(&crate::support::client::frame(
+            initialize.to_string().as_bytes(),
+        ))
+        .await
+        .unwrap();
+    let initialized = next(&mut messages).await;
+    assert!(initialized.get("result").is_some(), "{initialized}");
+    // A header promising more than the frontend takes, its body never sent.
+    write
+        .write_all(b"Content-Length: 268435457\r\n\r\n")
+        .await
+        .unwrap();
+    let list = json!({"jsonrpc": "2.0", "id": 7, "method": "tandem/listSessions", "params": {}});
+    write
+        .write_all(&crate::support::client::frame(list.to_string().as_bytes()))
+        .await
+        .unwrap();
+    let refused = next(&mut messages).await;
+    assert_eq!(refused["error"]["code"], -32700, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("limit")),
+        "{refused}"
+    );
+    let listed = next(&mut messages).await;
+    assert_eq!(listed["id"], 7, "{listed}");
+    assert!(listed["result"]["sessions"].is_array(), "{listed}");
+}
+
+async fn next(messages: &mut tokio::sync::mpsc::UnboundedReceiver<Value>) -> Value {
+    tokio::time::timeout(WAIT, messages.recv())
+        .await
+        .expect("an answer in time")
+        .expect("the tunnel stays open")
+}
