@@ -616,7 +616,8 @@ pub struct RunTaskResult {
     pub edit: Option<TaskEditResult>,
 }
 
-/// `tandem/attachSession` params (serve only).
+/// `tandem/attachSession` params: `tandem/loadSession`'s, with the replay
+/// optional.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AttachSessionParams {
@@ -625,45 +626,13 @@ pub struct AttachSessionParams {
     /// absolute paths), as ACP's `additionalDirectories`; not logged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub additional_directories: Vec<String>,
-    /// `false`: no replay of the log, only what happens from now on (the
-    /// shim follows a task session so, as an editor on stdio would).
+    /// `false`: no replay of the log, only what happens from now on.
     #[serde(default = "replay_by_default")]
     pub replay: bool,
 }
 
 fn replay_by_default() -> bool {
     true
-}
-
-/// `tandem/attached`: the message that ends an attach's replay.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AttachedParams {
-    pub session_id: String,
-    /// The `tandem/update`s of the replay.
-    pub replayed: usize,
-    /// The session's approval mode now (`tandem acp --attach` answers
-    /// `session/load` with it).
-    pub mode: String,
-    /// The instruction files in force (`tandem acp --attach` puts them in
-    /// its answer's `_meta.tandem.instructions`).
-    #[serde(default)]
-    pub instructions: Vec<InstructionFileInfo>,
-    /// The model and effort in force (the ACP shim's config options).
-    #[serde(flatten)]
-    pub model_state: ModelState,
-}
-
-/// `tandem/respond` params (serve only): a client's answer to one of the
-/// daemon's requests, which reach it inside its attach subscription.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RespondParams {
-    pub id: String,
-    #[serde(default)]
-    pub result: Option<Value>,
-    #[serde(default)]
-    pub error: Option<Value>,
 }
 
 // Issue 29: session titles, close and delete.

@@ -11,10 +11,10 @@
 
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
-use std::sync::RwLock;
 
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::WalkBuilder;
+use parking_lot::RwLock;
 
 /// Why a path was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -72,13 +72,13 @@ impl Workspace {
                 deduped.push(root);
             }
         }
-        *self.roots.write().unwrap_or_else(|e| e.into_inner()) = deduped;
+        *self.roots.write() = deduped;
     }
 
     /// Adds a root after the existing ones, unless it is already a root.
     pub fn add_root(&self, root: PathBuf) {
         let root = Root::new(&root);
-        let mut roots = self.roots.write().unwrap_or_else(|e| e.into_inner());
+        let mut roots = self.roots.write();
         if !roots.iter().any(|r| r.canonical == root.canonical) {
             roots.push(root);
         }
@@ -89,13 +89,13 @@ impl Workspace {
         let root = Root::new(root);
         self.roots
             .write()
-            .unwrap_or_else(|e| e.into_inner())
             .retain(|r| r.canonical != root.canonical && r.given != root.given);
     }
 
     /// The roots' real paths, first root first.
     pub fn roots(&self) -> Vec<PathBuf> {
-        self.read_roots()
+        self.roots
+            .read()
             .iter()
             .map(|r| r.canonical.clone())
             .collect()
@@ -108,7 +108,7 @@ impl Workspace {
     /// The result is the real path: symlinks in its existing prefix are
     /// resolved, so it is also the key the buffer cache uses.
     pub fn resolve(&self, path: &str) -> Result<PathBuf, PathError> {
-        let roots = self.read_roots();
+        let roots = self.roots.read();
         let first = roots
             .first()
             .ok_or_else(|| PathError::NoRoots(path.to_string()))?;
@@ -147,7 +147,7 @@ impl Workspace {
     /// relative paths against the first root; anything else is shown
     /// absolute, so every displayed path resolves back to the same file.
     pub fn display_path(&self, path: &Path) -> String {
-        let roots = self.read_roots();
+        let roots = self.roots.read();
         if let Some(first) = roots.first() {
             for base in [&first.canonical, &first.given] {
                 if let Ok(relative) = path.strip_prefix(base) {
@@ -156,10 +156,6 @@ impl Workspace {
             }
         }
         path.display().to_string()
-    }
-
-    fn read_roots(&self) -> std::sync::RwLockReadGuard<'_, Vec<Root>> {
-        self.roots.read().unwrap_or_else(|e| e.into_inner())
     }
 }
 

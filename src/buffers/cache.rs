@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
-use std::sync::RwLock;
 
+use parking_lot::RwLock;
 use tokio::sync::watch;
 
 use super::document::{Content, Document, Snapshot};
@@ -31,11 +31,11 @@ impl BufferCache {
     /// Sets how incoming positions count characters, as negotiated at
     /// `initialize`.
     pub fn set_encoding(&self, encoding: PositionEncoding) {
-        *self.encoding.write().unwrap_or_else(|e| e.into_inner()) = encoding;
+        *self.encoding.write() = encoding;
     }
 
     pub fn encoding(&self) -> PositionEncoding {
-        *self.encoding.read().unwrap_or_else(|e| e.into_inner())
+        *self.encoding.read()
     }
 
     /// The editor's diagnostics as it last reported them.
@@ -60,10 +60,7 @@ impl BufferCache {
             content: Content::new(text),
             version,
         };
-        self.docs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, doc);
+        self.docs.write().insert(key, doc);
         self.changed();
     }
 
@@ -76,13 +73,13 @@ impl BufferCache {
     ) -> Result<(), BufferError> {
         let key = normalize_path(path);
         let enc = self.encoding();
-        let mut docs = self.docs.write().unwrap_or_else(|e| e.into_inner());
+        let mut docs = self.docs.write();
         let doc = docs
             .get_mut(&key)
             .ok_or_else(|| BufferError::NotOpen(path.display().to_string()))?;
         // Work on a clone (O(1) for ropes) so that a bad change — or a panic,
-        // which poisoning would otherwise let others observe half-done — never
-        // leaves a partly applied notification behind.
+        // after which the lock is free to others — never leaves a partly
+        // applied notification behind.
         let mut content = doc.content.clone();
         for change in changes {
             let Some(range) = change.range else {
@@ -107,10 +104,7 @@ impl BufferCache {
     /// `didClose`: stops mirroring `path`; reads go to disk again.
     pub fn close(&self, path: &Path) {
         let key = normalize_path(path);
-        self.docs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&key);
+        self.docs.write().remove(&key);
         self.diagnostics.forget(&key);
         self.changed();
     }
@@ -119,12 +113,7 @@ impl BufferCache {
     pub fn saved(&self, path: &Path, text: Option<&str>) {
         let Some(text) = text else { return };
         let key = normalize_path(path);
-        if let Some(doc) = self
-            .docs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(&key)
-        {
+        if let Some(doc) = self.docs.write().get_mut(&key) {
             doc.content = Content::new(text);
         }
         self.changed();
@@ -133,7 +122,7 @@ impl BufferCache {
     /// The open document's current text and version, or `None` if not open.
     pub fn snapshot(&self, path: &Path) -> Option<Snapshot> {
         let key = normalize_path(path);
-        let docs = self.docs.read().unwrap_or_else(|e| e.into_inner());
+        let docs = self.docs.read();
         docs.get(&key).map(|doc| Snapshot {
             rope: doc.content.text.clone(),
             version: doc.version,
@@ -151,7 +140,7 @@ impl BufferCache {
 
     /// Paths of open documents, normalized, in sorted order.
     pub fn open_paths(&self) -> Vec<PathBuf> {
-        let docs = self.docs.read().unwrap_or_else(|e| e.into_inner());
+        let docs = self.docs.read();
         let mut paths: Vec<PathBuf> = docs.keys().cloned().collect();
         paths.sort();
         paths

@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
 
+use parking_lot::RwLock;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -38,28 +38,18 @@ impl DiagnosticsStore {
             diagnostics,
             at: Instant::now(),
         };
-        self.reports
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(normalize_path(path), report);
+        self.reports.write().insert(normalize_path(path), report);
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Drops what was reported for `path` (its document closed).
     pub(super) fn forget(&self, path: &Path) {
-        self.reports
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(path);
+        self.reports.write().remove(path);
     }
 
     /// The last report for `path`, if any.
     pub fn get(&self, path: &Path) -> Option<DiagnosticsReport> {
-        self.reports
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&normalize_path(path))
-            .cloned()
+        self.reports.read().get(&normalize_path(path)).cloned()
     }
 
     /// A receiver marked changed after every report from now on.

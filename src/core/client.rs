@@ -14,8 +14,9 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::buffers::BufferCache;
@@ -124,10 +125,7 @@ impl Client {
     /// The `initializationOptions` it sent (a configuration layer of the
     /// sessions it makes or loads, and of its task catalogs).
     pub fn init_options(&self) -> Value {
-        self.init_options
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.init_options.lock().clone()
     }
 
     /// Sets its `initializationOptions` after checking that they form a
@@ -136,16 +134,16 @@ impl Client {
         // Only the layer itself: a broken config file is reported when a
         // session is made, naming the file, not as a bad initialize.
         ConfigBuilder::check("initializationOptions", &options)?;
-        *self.init_options.lock().unwrap_or_else(|e| e.into_inner()) = options;
+        *self.init_options.lock() = options;
         Ok(())
     }
 
     pub fn capabilities(&self) -> ClientCapabilities {
-        *self.capabilities.lock().unwrap_or_else(|e| e.into_inner())
+        *self.capabilities.lock()
     }
 
     pub fn set_capabilities(&self, capabilities: ClientCapabilities) {
-        *self.capabilities.lock().unwrap_or_else(|e| e.into_inner()) = capabilities;
+        *self.capabilities.lock() = capabilities;
     }
 
     /// The bridge of a turn of `session_id` this client opened.

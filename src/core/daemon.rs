@@ -10,8 +10,9 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
+use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -149,25 +150,19 @@ impl Daemon {
 
     /// Registers an admission hook for sessions created from now on.
     pub fn add_admission_hook(&self, hook: Arc<dyn AdmissionHook>) {
-        self.admission
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(hook);
+        self.admission.lock().push(hook);
     }
 
     /// Adds a tool to sessions created from now on (embedders, benchmarks
     /// and in-process tests; replaces a built-in tool of the same name).
     pub fn register_tool(&self, tool: Arc<dyn Tool>) {
-        self.extra_tools
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(tool);
+        self.extra_tools.lock().push(tool);
     }
 
     /// A new editor connection, asked through `link`.
     pub fn connect(&self, link: Arc<dyn ClientLink>) -> Arc<Client> {
         let client = Client::new(link);
-        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let mut clients = self.clients.lock();
         clients.retain(|_, c| c.strong_count() > 0);
         clients.insert(client.id(), Arc::downgrade(&client));
         client
@@ -176,10 +171,7 @@ impl Daemon {
     /// An editor connection closed: its documents close (turns it opened
     /// run on, reading the disk) and what it was asked fails.
     pub fn disconnect(&self, client: &Client) {
-        self.clients
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&client.id());
+        self.clients.lock().remove(&client.id());
         client.disconnect();
     }
 
@@ -187,7 +179,6 @@ impl Daemon {
     pub fn client_count(&self) -> usize {
         self.clients
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .values()
             .filter(|c| c.strong_count() > 0)
             .count()
@@ -325,6 +316,18 @@ impl Daemon {
         self.load_session_with(client, id, true, more)
     }
 
+    /// [`Daemon::load_session_in`] with the replay or without: `client`
+    /// follows the session from now on either way.
+    pub fn attach_session(
+        &self,
+        client: &Arc<Client>,
+        id: &str,
+        replay: bool,
+        more: Vec<PathBuf>,
+    ) -> Result<(Arc<Session>, Vec<LoggedEvent>), DaemonError> {
+        self.load_session_with(client, id, replay, more)
+    }
+
     /// [`Daemon::load_session`], with the replay to the sink or without.
     pub(super) fn load_session_with(
         &self,
@@ -335,7 +338,7 @@ impl Daemon {
     ) -> Result<(Arc<Session>, Vec<LoggedEvent>), DaemonError> {
         // One load at a time: two concurrent loads of one session must not
         // both try to open (and lock) its log.
-        let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        let _loading = self.loading.lock();
         if let Ok(session) = self.session(id) {
             self.add_roots(id, more);
             // It may be running: what it logs while its history is read
@@ -412,7 +415,6 @@ impl Daemon {
         let running: HashMap<String, bool> = self
             .sessions
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .iter()
             .map(|(id, s)| {
                 (
@@ -428,7 +430,6 @@ impl Daemon {
     pub fn any_turn_running(&self) -> bool {
         self.sessions
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .values()
             .any(|s| matches!(s.run_state(), RunState::Running { .. }))
     }
@@ -468,20 +469,9 @@ impl Daemon {
                 session.config.limits.max_input_chars,
             )));
         }
-        admission.extend(
-            self.admission
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .cloned(),
-        );
+        admission.extend(self.admission.lock().iter().cloned());
         let mut tools = ToolRegistry::for_session();
-        for tool in self
-            .extra_tools
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
+        for tool in self.extra_tools.lock().iter() {
             tools.register(tool.clone());
         }
         // The session's MCP servers start now, concurrently; its first
@@ -489,23 +479,18 @@ impl Daemon {
         let mcp = Arc::new(SessionMcp::new(
             self.mcp.servers_for(&session.config.mcp_servers),
         ));
-        let pending = self
-            .pending_mcp
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&session.id);
+        let pending = self.pending_mcp.lock().remove(&session.id);
         if let Some(pending) = pending {
             mcp.add(self.mcp.servers_for(&pending));
         }
         tools.add_source(mcp.clone());
         {
-            let mut workspaces = self.workspaces.lock().unwrap_or_else(|e| e.into_inner());
+            let mut workspaces = self.workspaces.lock();
             workspaces.retain(|_, ws| ws.strong_count() > 0);
             workspaces.insert(session.id.clone(), Arc::downgrade(&workspace));
         }
         self.session_mcp
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .insert(session.id.clone(), Arc::downgrade(&mcp));
         let env = SessionEnv {
             providers: Default::default(),
@@ -516,14 +501,8 @@ impl Daemon {
             instructions: self.instruction_sources(&session.config),
         };
         let task = tokio::spawn(run_session(session.clone(), env, projection));
-        self.tasks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((session.id.clone(), task));
-        self.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(session.id.clone(), session);
+        self.tasks.lock().push((session.id.clone(), task));
+        self.sessions.lock().insert(session.id.clone(), session);
     }
 
     /// Adds MCP servers to a running session (ACP's `mcpServers`, given
@@ -541,7 +520,6 @@ impl Daemon {
         let running = self
             .session_mcp
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .get(session_id)
             .and_then(Weak::upgrade);
         if let Some(mcp) = running {
@@ -559,7 +537,6 @@ impl Daemon {
         }
         self.pending_mcp
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .insert(session_id.to_string(), servers.clone());
         Ok(())
     }
@@ -576,7 +553,6 @@ impl Daemon {
                 Ok(self
                     .session_mcp
                     .lock()
-                    .unwrap_or_else(|e| e.into_inner())
                     .get(id)
                     .and_then(Weak::upgrade)
                     .map(|mcp| mcp.servers())
@@ -588,7 +564,6 @@ impl Daemon {
     pub fn session(&self, id: &str) -> Result<Arc<Session>, DaemonError> {
         self.sessions
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .get(id)
             .cloned()
             .ok_or_else(|| DaemonError::UnknownSession(id.to_string()))
@@ -638,22 +613,12 @@ impl Daemon {
         // gets TERM and its grace before KILL (a server dropped with the
         // last session is stopped on a task the exiting runtime may cut).
         self.mcp.shutdown().await;
-        let tasks: Vec<JoinHandle<()>> = self
-            .tasks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-            .map(|(_, task)| task)
-            .collect();
+        let tasks: Vec<JoinHandle<()>> =
+            self.tasks.lock().drain(..).map(|(_, task)| task).collect();
         for task in tasks {
             let _ = task.await;
         }
-        for session in self
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-        {
+        for session in self.sessions.lock().values() {
             session.log.sync();
         }
     }

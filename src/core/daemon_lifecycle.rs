@@ -24,18 +24,13 @@ impl Daemon {
     /// it, when the log goes too. Closing a session this daemon does not
     /// have is a no-op (`false`).
     pub async fn close_session(&self, id: &str) -> bool {
-        let Some(session) = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id)
-        else {
+        let Some(session) = self.sessions.lock().remove(id) else {
             return false;
         };
         session.cancel(false);
         session.shutdown.cancel();
         let task = {
-            let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+            let mut tasks = self.tasks.lock();
             tasks
                 .iter()
                 .position(|(of, _)| of == id)
@@ -94,13 +89,7 @@ impl Daemon {
     /// reached, after [`Daemon::shutdown`]: a chat opened and closed
     /// unused leaves nothing behind (an ACP client opens one per window).
     pub fn drop_empty_sessions(&self) {
-        for session in self
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .filter(|s| s.is_empty())
-        {
+        for session in self.sessions.lock().values().filter(|s| s.is_empty()) {
             if let Err(e) = std::fs::remove_file(session.log.path()) {
                 tracing::warn!("cannot remove the empty session {}: {e}", session.id);
             }

@@ -20,7 +20,6 @@ impl Daemon {
         let workspace = self
             .workspaces
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .get(id)
             .and_then(std::sync::Weak::upgrade);
         let Some(workspace) = workspace else {

@@ -13,8 +13,9 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::liveness::process_alive;
@@ -183,10 +184,6 @@ impl Shared {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Writer> {
-        self.writer.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn mark_told(&self, seq: u64) {
         self.told.send_modify(|told| *told = (*told).max(seq));
     }
@@ -197,7 +194,7 @@ impl Shared {
     fn drain(&self, session_id: &str, sink: &dyn EventSink) {
         loop {
             let (target, file) = {
-                let mut writer = self.lock();
+                let mut writer = self.writer.lock();
                 if writer.held.is_empty() {
                     writer.draining = false;
                     return;
@@ -219,7 +216,7 @@ impl Shared {
                 }
             }
             let told: Vec<LoggedEvent> = {
-                let mut writer = self.lock();
+                let mut writer = self.writer.lock();
                 if synced {
                     writer.synced = writer.synced.max(target);
                 }
@@ -441,7 +438,7 @@ impl SessionLog {
                 Durability::Flush => false,
             };
         let (logged, after) = {
-            let mut writer = self.shared.lock();
+            let mut writer = self.shared.writer.lock();
             let logged = LoggedEvent {
                 seq: writer.next_seq,
                 ts: now_rfc3339(),
@@ -488,7 +485,7 @@ impl SessionLog {
     /// log fsyncs in the background; what acknowledges an input to a
     /// client (a steer's answer, a prompt's receipt) waits for this first.
     pub async fn durable(&self) {
-        let last = self.shared.lock().next_seq - 1;
+        let last = self.shared.writer.lock().next_seq - 1;
         let mut told = self.shared.told.subscribe();
         let _ = told.wait_for(|&told| told >= last).await;
     }
@@ -499,7 +496,7 @@ impl SessionLog {
         if self.durability == Durability::Flush {
             return;
         }
-        let writer = self.shared.lock();
+        let writer = self.shared.writer.lock();
         if let Err(e) = writer.file.get_ref().sync_data() {
             tracing::error!(session = %self.session_id, "session log fsync failed: {e}");
         }
@@ -540,7 +537,7 @@ impl SessionLog {
     /// inline.
     fn fsync_on_blocking_pool(&self) -> Option<tokio::task::JoinHandle<()>> {
         let runtime = tokio::runtime::Handle::try_current().ok()?;
-        let file = self.shared.lock().file.get_ref().try_clone().ok()?;
+        let file = self.shared.writer.lock().file.get_ref().try_clone().ok()?;
         let session = self.session_id.clone();
         Some(runtime.spawn_blocking(move || {
             if let Err(e) = file.sync_data() {

@@ -7,7 +7,7 @@ use crate::vocab::event::{StopReason, Usage};
 struct Collect(Mutex<Vec<u64>>);
 impl EventSink for Collect {
     fn on_event(&self, _session_id: &str, event: &LoggedEvent) {
-        self.0.lock().unwrap().push(event.seq);
+        self.0.lock().push(event.seq);
     }
 }
 
@@ -49,7 +49,7 @@ fn appended_events_read_back_in_order_with_sequence_numbers() {
         vec![1, 2, 3]
     );
     assert!(matches!(events[2].event, Event::TurnEnd { .. }));
-    assert_eq!(*sink.0.lock().unwrap(), vec![1, 2, 3]);
+    assert_eq!(*sink.0.lock(), vec![1, 2, 3]);
 }
 
 fn header(id: &str) -> LogHeader {
@@ -172,11 +172,7 @@ async fn background_fsync_tells_the_sink_in_log_order_once_durable() {
         text: text.into(),
     };
     log.append(chunk("before"));
-    assert_eq!(
-        *sink.0.lock().unwrap(),
-        vec![1],
-        "no boundary: told at once"
-    );
+    assert_eq!(*sink.0.lock(), vec![1], "no boundary: told at once");
     log.append(Event::TurnEnd {
         turn_id: "t1".into(),
         stop_reason: StopReason::EndTurn,
@@ -189,10 +185,10 @@ async fn background_fsync_tells_the_sink_in_log_order_once_durable() {
     // boundary's fsync on the blocking pool is done.
     assert_eq!(read_log(log.path()).unwrap().1.len(), 3);
     log.durable().await;
-    assert_eq!(*sink.0.lock().unwrap(), vec![1, 2, 3]);
+    assert_eq!(*sink.0.lock(), vec![1, 2, 3]);
     log.append(chunk("later"));
     log.durable().await;
-    assert_eq!(*sink.0.lock().unwrap(), vec![1, 2, 3, 4]);
+    assert_eq!(*sink.0.lock(), vec![1, 2, 3, 4]);
 }
 
 #[test]
@@ -209,7 +205,7 @@ fn background_fsync_outside_a_runtime_fsyncs_inline() {
     log.append(Event::ModeChanged {
         mode: crate::vocab::approval::ApprovalMode::Auto,
     });
-    assert_eq!(*sink.0.lock().unwrap(), vec![1]);
+    assert_eq!(*sink.0.lock(), vec![1]);
 }
 
 #[test]

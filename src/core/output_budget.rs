@@ -29,6 +29,9 @@ pub struct OutputBudget {
     /// nobody waits for room.
     closed: AtomicBool,
     room: Notify,
+    /// A budget made of others (a session several clients follow): room
+    /// only while each of them has room.
+    all_of: Vec<std::sync::Arc<OutputBudget>>,
 }
 
 impl OutputBudget {
@@ -38,6 +41,16 @@ impl OutputBudget {
             pending: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             room: Notify::new(),
+            all_of: Vec::new(),
+        }
+    }
+
+    /// A budget with room while each of `budgets` has room: a turn that
+    /// several clients follow waits for the slowest of them.
+    pub fn all_of(budgets: Vec<std::sync::Arc<OutputBudget>>) -> OutputBudget {
+        OutputBudget {
+            all_of: budgets,
+            ..OutputBudget::new(usize::MAX)
         }
     }
 
@@ -73,7 +86,8 @@ impl OutputBudget {
 
     /// Whether no more than the cap is pending (or the client is gone).
     pub fn has_room(&self) -> bool {
-        self.pending() <= self.cap || self.closed.load(Ordering::Acquire)
+        (self.pending() <= self.cap || self.closed.load(Ordering::Acquire))
+            && self.all_of.iter().all(|b| b.has_room())
     }
 
     /// The client is gone (its pipe broke): from now on nobody waits.
@@ -87,6 +101,14 @@ impl OutputBudget {
     pub async fn room(&self) {
         if self.has_room() {
             // The common case, once per model chunk: no waiter to register.
+            return;
+        }
+        if !self.all_of.is_empty() {
+            while !self.has_room() {
+                for budget in &self.all_of {
+                    Box::pin(budget.room()).await;
+                }
+            }
             return;
         }
         loop {

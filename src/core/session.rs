@@ -12,8 +12,9 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
@@ -215,7 +216,6 @@ impl Session {
     pub fn turn_title(&self, turn_id: &str) -> Option<String> {
         self.turn_title
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .as_ref()
             .filter(|(id, _)| id == turn_id)
             .map(|(_, title)| title.clone())
@@ -258,7 +258,7 @@ impl Session {
         // The log line and the queue entry are made under the inbox lock so
         // the log's order of queued inputs is the order they are taken in.
         {
-            let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            let mut inbox = self.inbox.lock();
             self.log.append(Event::InputQueued {
                 message_id: message_id.clone(),
                 queue,
@@ -292,7 +292,7 @@ impl Session {
                 return None;
             }
             {
-                let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+                let mut inbox = self.inbox.lock();
                 let work = match inbox.next_turn.pop_front() {
                     Some(prompt) => Some(Work::Prompt(prompt)),
                     None => inbox
@@ -312,15 +312,14 @@ impl Session {
                         Work::Prompt(p) => {
                             // Before the driver logs `turn_start`: whoever
                             // shows the turn finds its title already set.
-                            *self.turn_title.lock().unwrap_or_else(|e| e.into_inner()) =
-                                p.title.take().map(|t| (turn_id.clone(), t));
+                            *self.turn_title.lock() = p.title.take().map(|t| (turn_id.clone(), t));
                             if let Some(started) = p.started.take() {
                                 let _ = started.send(turn_id.clone());
                             }
                             Some(p.message_id.clone())
                         }
                         Work::Wake(_) => {
-                            *self.turn_title.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                            *self.turn_title.lock() = None;
                             None
                         }
                     };
@@ -341,32 +340,18 @@ impl Session {
 
     /// Takes every pending next-step input, in order.
     pub fn claim_next_step(&self) -> Vec<PendingInput> {
-        self.inbox
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .next_step
-            .drain(..)
-            .collect()
+        self.inbox.lock().next_step.drain(..).collect()
     }
 
     /// Whether next-step input that asks for work is waiting.
     pub fn has_waking_input(&self) -> bool {
-        self.inbox
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .next_step
-            .iter()
-            .any(|i| i.wake)
+        self.inbox.lock().next_step.iter().any(|i| i.wake)
     }
 
     /// The instruction files the model is given now (those of the
     /// session's last `instructions` event).
     pub fn instructions(&self) -> Vec<crate::vocab::instructions::InstructionFile> {
-        self.instructions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .in_force()
-            .to_vec()
+        self.instructions.lock().in_force().to_vec()
     }
 
     /// Looks for the instruction files again; the `instructions` event to
@@ -380,7 +365,6 @@ impl Session {
     ) -> Option<Event> {
         self.instructions
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .refresh(sources, roots, about, turn_id)
     }
 
@@ -390,8 +374,8 @@ impl Session {
         let mut turns = 0u64;
         let mut max_message = 0u64;
         let mut usage = Usage::default();
-        let mut approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
-        let mut instructions = self.instructions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut approvals = self.approvals.lock();
+        let mut instructions = self.instructions.lock();
         for logged in events {
             instructions.restore(&logged.event);
             match &logged.event {
@@ -410,11 +394,9 @@ impl Session {
                 Event::ModeChanged { mode } => approvals.mode = *mode,
                 Event::ModelChanged { .. } => self.restore_model(&logged.event),
                 Event::UsageUpdate { cost: Some(c), .. } => {
-                    *self.restored_cost.lock().unwrap_or_else(|e| e.into_inner()) = Some(c.session)
+                    *self.restored_cost.lock() = Some(c.session)
                 }
-                Event::TitleChanged { title, .. } => {
-                    *self.title.lock().unwrap_or_else(|e| e.into_inner()) = Some(title.clone())
-                }
+                Event::TitleChanged { title, .. } => *self.title.lock() = Some(title.clone()),
                 Event::ApprovalDecided {
                     decision,
                     scope: Some(scope),
@@ -434,58 +416,43 @@ impl Session {
         }
         self.next_turn.store(turns + 1, Ordering::Relaxed);
         self.next_message.store(max_message + 1, Ordering::Relaxed);
-        *self
-            .restored_usage
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = usage;
+        *self.restored_usage.lock() = usage;
     }
 
     /// The cost of the session's calls before this daemon loaded it.
     pub fn restored_cost(&self) -> Option<f64> {
-        *self.restored_cost.lock().unwrap_or_else(|e| e.into_inner())
+        *self.restored_cost.lock()
     }
 
     /// Usage of the session's turns before this daemon loaded it.
     pub fn restored_usage(&self) -> Usage {
-        *self
-            .restored_usage
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        *self.restored_usage.lock()
     }
 
     pub fn approvals(&self) -> Approvals {
-        self.approvals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.approvals.lock().clone()
     }
 
     pub fn mode(&self) -> ApprovalMode {
-        self.approvals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .mode
+        self.approvals.lock().mode
     }
 
     /// Changes the approval mode; takes effect at the next step.
     pub fn set_mode(&self, mode: ApprovalMode) {
-        self.approvals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .mode = mode;
+        self.approvals.lock().mode = mode;
         self.log.append(Event::ModeChanged { mode });
     }
 
     /// The model (and effort) the session's next request uses.
     pub fn model(&self) -> ModelChoice {
-        self.model.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.model.lock().clone()
     }
 
     /// Switches the model of the next request (a running turn finishes
     /// its step on the one it has); logged. Refused, changing nothing,
     /// when the configuration has no such model or effort.
     pub fn set_model(&self, id: &str, effort: Option<&str>) -> Result<ModelChoice, ModelError> {
-        let mut current = self.model.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self.model.lock();
         let choice = ModelChoice::resolve(&self.config, &current, id, effort)?;
         self.log.append(choice.event());
         *current = choice.clone();
@@ -493,7 +460,7 @@ impl Session {
     }
 
     fn restore_model(&self, event: &Event) {
-        let mut current = self.model.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self.model.lock();
         if let Some(choice) = ModelChoice::restored(&self.config, &current, event) {
             *current = choice;
         }
@@ -501,7 +468,7 @@ impl Session {
 
     /// Remembers an `allow_always` or `reject_always` answer.
     pub fn remember(&self, scope: &str, allow: bool) {
-        let mut approvals = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
+        let mut approvals = self.approvals.lock();
         let list = if allow {
             &mut approvals.always_allow
         } else {
@@ -519,7 +486,7 @@ impl Session {
 
     /// Marks a turn as running; its token is what `cancel` trips.
     fn set_running(&self, turn_id: TurnId, cancel: CancellationToken, prompt_id: Option<String>) {
-        *self.run_state.lock().unwrap_or_else(|e| e.into_inner()) = RunState::Running {
+        *self.run_state.lock() = RunState::Running {
             turn_id,
             cancel,
             prompt_id,
@@ -530,7 +497,7 @@ impl Session {
     /// queued prompt is discarded, a running one has its turn cancelled.
     pub fn withdraw_prompt(&self, message_id: &str) {
         let queued = {
-            let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            let mut inbox = self.inbox.lock();
             inbox
                 .next_turn
                 .iter()
@@ -545,7 +512,7 @@ impl Session {
             cancel,
             prompt_id: Some(id),
             ..
-        } = &*self.run_state.lock().unwrap_or_else(|e| e.into_inner())
+        } = &*self.run_state.lock()
         {
             if id == message_id {
                 cancel.cancel();
@@ -554,14 +521,11 @@ impl Session {
     }
 
     pub fn set_idle(&self) {
-        *self.run_state.lock().unwrap_or_else(|e| e.into_inner()) = RunState::Idle;
+        *self.run_state.lock() = RunState::Idle;
     }
 
     pub fn run_state(&self) -> RunState {
-        self.run_state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.run_state.lock().clone()
     }
 
     /// Cancels the running turn, if any, and — unless `keep_inbox` — every
@@ -574,9 +538,7 @@ impl Session {
         if !keep_inbox {
             self.discard_inbox("cancelled by the user");
         }
-        if let RunState::Running { cancel, .. } =
-            &*self.run_state.lock().unwrap_or_else(|e| e.into_inner())
-        {
+        if let RunState::Running { cancel, .. } = &*self.run_state.lock() {
             cancel.cancel();
         }
     }
@@ -584,7 +546,7 @@ impl Session {
     /// Drops every queued input; prompts get a `cancelled` receipt.
     pub fn discard_inbox(&self, reason: &str) {
         let drained: Vec<PendingInput> = {
-            let mut inbox = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            let mut inbox = self.inbox.lock();
             let mut all: Vec<PendingInput> = inbox.next_turn.drain(..).collect();
             all.extend(inbox.next_step.drain(..));
             all
@@ -615,12 +577,12 @@ impl Session {
 
     /// The session's title, if it has one yet.
     pub fn title(&self) -> Option<String> {
-        self.title.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.title.lock().clone()
     }
 
     /// The title the log header gives (not an event: the header has it).
     pub fn set_header_title(&self, title: Option<String>) {
-        let mut current = self.title.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self.title.lock();
         if current.is_none() {
             *current = title;
         }
@@ -629,7 +591,7 @@ impl Session {
     /// Names an untitled session after the first line of `content` (its
     /// first prompt), logging the title.
     pub fn title_from_prompt(&self, content: &[UserContent]) {
-        let mut current = self.title.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self.title.lock();
         if current.is_some() {
             return;
         }
@@ -644,7 +606,7 @@ impl Session {
 
     /// The user's name for the session, logged; it replaces any title.
     pub fn rename(&self, title: String) {
-        let mut current = self.title.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self.title.lock();
         self.log.append(Event::TitleChanged {
             title: title.clone(),
             renamed: true,
@@ -658,10 +620,6 @@ impl Session {
     }
 
     pub fn queued_prompts(&self) -> usize {
-        self.inbox
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .next_turn
-            .len()
+        self.inbox.lock().next_turn.len()
     }
 }

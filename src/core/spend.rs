@@ -9,7 +9,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+
+use parking_lot::Mutex;
 
 use super::log::{now_rfc3339, read_log_contents};
 use crate::vocab::event::{Event, Usage};
@@ -45,7 +46,7 @@ impl SpendBook {
         model: &str,
     ) -> Spent {
         let key = (today(), roots.to_vec());
-        let mut days = self.days.lock().unwrap_or_else(|e| e.into_inner());
+        let mut days = self.days.lock();
         *days
             .entry(key.clone())
             .or_insert_with(|| scan_day(&self.sessions_dir, &key.0, roots, pricing, model))
@@ -54,7 +55,7 @@ impl SpendBook {
     /// Adds a call that is already in its session's log.
     pub fn charge(&self, roots: &[PathBuf], usd: f64, tokens: u64) {
         let key = (today(), roots.to_vec());
-        let mut days = self.days.lock().unwrap_or_else(|e| e.into_inner());
+        let mut days = self.days.lock();
         if let Some(spent) = days.get_mut(&key) {
             spent.usd += usd;
             spent.tokens += tokens;

@@ -104,12 +104,6 @@ impl<T> PendingFrames<T> {
         waiting.into_iter().map(|frame| self.push(frame)).sum()
     }
 
-    /// Queues a frame as it is, never merged (its neighbours may be
-    /// frames the reader will skip).
-    pub(crate) fn push_unmerged(&mut self, frame: Pending<T>) {
-        self.frames.push_back(frame);
-    }
-
     pub(crate) fn pop(&mut self) -> Option<Pending<T>> {
         self.frames.pop_front()
     }

@@ -24,7 +24,9 @@
 //!   ones the turn reads.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
+
+use parking_lot::{Mutex, MutexGuard};
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use serde_json::Value;
@@ -87,7 +89,7 @@ impl Followers {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     /// Connection `client` hears its sessions through `sink` and is asked
@@ -194,23 +196,22 @@ impl EventSink for Followers {
     /// [`EventSink::replay`].
     fn on_replay(&self, _session_id: &str, _event: &LoggedEvent) {}
 
-    /// The budget of the follower furthest behind when a model call
-    /// starts (the earliest follower when none is behind): the call waits
-    /// for that window (a closed one holds nothing: its budget closes).
+    /// The followers' budgets together: a model call waits while any of
+    /// them is over its cap, so a window that stops reading holds the turn
+    /// back (and a closed one holds nothing: its budget closes).
     fn output_budget(&self, session_id: &str) -> Option<Arc<OutputBudget>> {
         let state = self.state();
-        let budgets = state
+        let mut budgets: Vec<Arc<OutputBudget>> = state
             .sessions
             .get(session_id)
             .into_iter()
             .flatten()
-            .filter_map(|f| state.conns.get(&f.client)?.sink.output_budget(session_id));
-        // `max_by_key` keeps the last of equals: reversed, the first.
-        budgets
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .max_by_key(|b| b.pending())
+            .filter_map(|f| state.conns.get(&f.client)?.sink.output_budget(session_id))
+            .collect();
+        match budgets.len() {
+            0 | 1 => budgets.pop(),
+            _ => Some(Arc::new(OutputBudget::all_of(budgets))),
+        }
     }
 
     fn follow(&self, client: u64, session_id: &str) {

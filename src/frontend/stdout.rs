@@ -73,12 +73,6 @@ pub struct OutboundQueue {
 }
 
 impl OutboundQueue {
-    /// A queue and the receiving end its reader reads (no output budget).
-    pub(crate) fn channel() -> (OutboundQueue, mpsc::UnboundedReceiver<Outbound>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        (OutboundQueue { tx, budget: None }, rx)
-    }
-
     /// The budget of output queued and not written yet, for the sinks to
     /// hand to the core.
     pub(crate) fn output_budget(&self) -> Option<Arc<OutputBudget>> {

@@ -19,7 +19,9 @@ pub mod server;
 pub mod tool;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
 
 pub use self::rmcp_client::ListedTool;
 pub use self::server::{McpServer, ServerState};
@@ -39,7 +41,7 @@ impl McpHub {
     /// out; a definition that cannot work is a failed server.
     pub fn servers_for(&self, configs: &BTreeMap<String, McpServerConfig>) -> Vec<Arc<McpServer>> {
         let mut servers = Vec::new();
-        let mut map = self.servers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.servers.lock();
         map.retain(|_, server| server.strong_count() > 0);
         for (name, config) in configs.iter().filter(|(_, c)| c.enabled) {
             let key = format!(
@@ -67,7 +69,7 @@ impl McpHub {
 
     /// Every server that runs, by name.
     pub fn running(&self) -> Vec<Arc<McpServer>> {
-        let map = self.servers.lock().unwrap_or_else(|e| e.into_inner());
+        let map = self.servers.lock();
         let mut all: Vec<_> = map.values().filter_map(Weak::upgrade).collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
@@ -95,7 +97,7 @@ impl SessionMcp {
 
     /// Adds servers; one with the name of a server already there replaces it.
     pub fn add(&self, servers: Vec<Arc<McpServer>>) {
-        let mut all = self.servers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all = self.servers.lock();
         for server in servers {
             all.retain(|s| s.name != server.name);
             all.push(server);
@@ -104,10 +106,7 @@ impl SessionMcp {
     }
 
     pub fn servers(&self) -> Vec<Arc<McpServer>> {
-        self.servers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.servers.lock().clone()
     }
 }
 

@@ -7,10 +7,11 @@
 //! [`McpServer::wait_settled`] never wait longer than that.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::FutureExt;
+use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
@@ -83,13 +84,13 @@ impl McpServer {
     }
 
     pub fn state(&self) -> ServerState {
-        self.lock_status().state.clone()
+        self.status.lock().state.clone()
     }
 
     /// The server's tools while it can be called (ready, or exited and to
     /// be restarted on the next call).
     pub fn tools(&self) -> Vec<ListedTool> {
-        let status = self.lock_status();
+        let status = self.status.lock();
         match status.state {
             ServerState::Ready => status.tools.clone(),
             ServerState::Failed(_) if status.restart_pending => status.tools.clone(),
@@ -99,7 +100,7 @@ impl McpServer {
 
     /// The last tools listed, whatever the state (for `tandem/listMcpServers`).
     pub fn listed_tools(&self) -> Vec<ListedTool> {
-        self.lock_status().tools.clone()
+        self.status.lock().tools.clone()
     }
 
     /// Waits until the start has settled (ready or failed).
@@ -227,7 +228,7 @@ impl McpServer {
             stop_live(dead).await;
             self.mark_exited();
         }
-        let pending = self.lock_status().restart_pending;
+        let pending = self.status.lock().restart_pending;
         if !pending || self.restarted.swap(true, Ordering::SeqCst) {
             return Err(self.unavailable());
         }
@@ -255,7 +256,7 @@ impl McpServer {
 
     /// The server exited under a ready connection.
     fn mark_exited(&self) {
-        let mut status = self.lock_status();
+        let mut status = self.status.lock();
         if status.state == ServerState::Ready {
             status.restart_pending = !self.restarted.load(Ordering::SeqCst);
             status.state = ServerState::Failed("the server exited".to_string());
@@ -263,7 +264,7 @@ impl McpServer {
     }
 
     fn set_state(&self, state: ServerState, tools: Option<Vec<ListedTool>>) {
-        let mut status = self.lock_status();
+        let mut status = self.status.lock();
         status.restart_pending = false;
         status.state = state;
         if let Some(tools) = tools {
@@ -290,14 +291,10 @@ impl McpServer {
         match connection.list_tools().await {
             Ok(tools) => {
                 tracing::info!(server = %self.name, tools = tools.len(), "MCP tool list changed");
-                self.lock_status().tools = tools;
+                self.status.lock().tools = tools;
             }
             Err(why) => tracing::warn!(server = %self.name, "refreshing the tools: {why}"),
         }
-    }
-
-    fn lock_status(&self) -> std::sync::MutexGuard<'_, Status> {
-        self.status.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

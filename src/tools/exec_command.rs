@@ -11,9 +11,10 @@
 //! note) is offered again outside it, as a second permission request that
 //! says what was refused.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -260,7 +261,7 @@ async fn run_local(
     let runner = tokio::spawn(run_command(spec, cancel, move |piece| {
         // Held while emitting, so no output is recorded after the call
         // has been given up on (and so, maybe, after its result).
-        let open = stream_open.lock().unwrap_or_else(|e| e.into_inner());
+        let open = stream_open.lock();
         if *open {
             if let Some(piece) = stream.take(piece) {
                 emit(ToolEvent::Output(piece))
@@ -360,7 +361,7 @@ struct StopOnDrop {
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        *self.stream_open.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        *self.stream_open.lock() = false;
         self.cancel.cancel();
     }
 }

@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::Mutex;
+
+use parking_lot::Mutex;
 
 /// What the taker of results wants next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +56,7 @@ where
             let done_tx = done_tx.clone();
             let (work_rx, search, stop) = (&work_rx, &search, &stop);
             scope.spawn(move || loop {
-                let next = work_rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                let next = work_rx.lock().recv();
                 let Ok((seq, paths)) = next else { return };
                 let mut results = Vec::with_capacity(paths.len());
                 for path in paths {

@@ -104,7 +104,8 @@ impl Tool for UpdatePlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
+    use parking_lot::Mutex;
+    use std::sync::Arc;
 
     fn context(events: Arc<Mutex<Vec<ToolEvent>>>) -> ToolContext {
         let mut ctx = ToolContext::new(
@@ -112,7 +113,7 @@ mod tests {
             Arc::new(crate::buffers::BufferCache::new()),
             tokio_util::sync::CancellationToken::new(),
         );
-        ctx.emit = Arc::new(move |e| events.lock().unwrap().push(e));
+        ctx.emit = Arc::new(move |e| events.lock().push(e));
         ctx
     }
 
@@ -127,7 +128,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(out, "Plan updated (2 steps).");
-        let events = events.lock().unwrap();
+        let events = events.lock();
         assert!(
             matches!(&events[0], ToolEvent::Plan { steps, explanation: Some(e) } if steps.len() == 2 && e == "why")
         );
@@ -144,7 +145,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.0.contains("at most one step"), "{err}");
-        assert!(events.lock().unwrap().is_empty());
+        assert!(events.lock().is_empty());
     }
 
     #[tokio::test]

@@ -26,8 +26,9 @@ pub mod store;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 
 pub use self::conversation::{
@@ -189,15 +190,11 @@ impl SessionCheckpoints {
             .swap(false, std::sync::atomic::Ordering::SeqCst)
     }
 
-    fn scans(&self) -> std::sync::MutexGuard<'_, ScanCache> {
-        self.scans.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// A known file's disk content, stored; read and hashed again only
     /// when its size, mtime or mode changed since it was last stored here.
     fn known_state(&self, path: &Path, key: Option<(Stat, u32)>) -> io::Result<FileState> {
         if let Some(key) = key {
-            let cached = self.scans().state(path, key);
+            let cached = self.scans.lock().state(path, key);
             if let Some(state) =
                 cached.filter(|s| s.hash.as_deref().is_some_and(|h| self.store.has(h)))
             {
@@ -206,7 +203,8 @@ impl SessionCheckpoints {
         }
         let state = capture(&self.store, path, None)?;
         if let Some(key) = key.filter(|k| scan::file_key(path) == Some(*k)) {
-            self.scans()
+            self.scans
+                .lock()
                 .remember(path.to_path_buf(), key, state.clone());
         }
         Ok(state)
@@ -280,10 +278,7 @@ impl SessionCheckpoints {
             turn_id: recording.id.clone(),
             files,
         });
-        self.seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(recording.files.keys().cloned());
+        self.seen.lock().extend(recording.files.keys().cloned());
         let keep = self
             .store
             .manifest_path(recording.created_ms, &self.session_id, &recording.id);
@@ -306,7 +301,7 @@ impl SessionCheckpoints {
         roots: &[PathBuf],
         f: impl FnOnce(&mut Recording) -> T,
     ) -> T {
-        let mut turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut turn = self.turn.lock();
         if turn.as_ref().is_none_or(|r| r.id != turn_id) {
             *turn = Some(Recording::new(turn_id, workspace_key(roots)));
         }
@@ -384,19 +379,13 @@ impl SessionCheckpoints {
             return None;
         }
         let mut known: Vec<PathBuf> = ctx.buffers.open_paths();
-        known.extend(
-            self.seen
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .cloned(),
-        );
-        if let Some(turn) = &*self.turn.lock().unwrap_or_else(|e| e.into_inner()) {
+        known.extend(self.seen.lock().iter().cloned());
+        if let Some(turn) = &*self.turn.lock() {
             known.extend(turn.files.keys().cloned());
         }
         let (this, turn_id) = (self.clone(), turn_id.to_string());
         let watch = tokio::task::spawn_blocking(move || -> io::Result<CommandWatch> {
-            let reused = this.scans().take_walk(&turn_id, &roots);
+            let reused = this.scans.lock().take_walk(&turn_id, &roots);
             let stats = reused.unwrap_or_else(|| scan::stat_tree(&roots));
             let _lock = this.store.shared()?;
             let mut states = HashMap::new();
@@ -441,7 +430,9 @@ impl SessionCheckpoints {
             let taken = std::time::Instant::now();
             let after = scan::stat_tree(&watch.roots);
             let changed = scan::changed_around(&watch.stats, &after, &watch.fresh);
-            this.scans().keep_walk(&turn_id, &watch.roots, after, taken);
+            this.scans
+                .lock()
+                .keep_walk(&turn_id, &watch.roots, after, taken);
             if changed.is_empty() {
                 return Ok(());
             }
@@ -471,9 +462,9 @@ impl SessionCheckpoints {
         log: &Arc<SessionLog>,
         config: &CheckpointsConfig,
     ) {
-        self.scans().forget_walk();
+        self.scans.lock().forget_walk();
         let recording = {
-            let mut turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
+            let mut turn = self.turn.lock();
             match turn.take() {
                 Some(rec) if rec.id == turn_id => rec,
                 _ => return,

@@ -15,10 +15,10 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::{Instant, SystemTime};
 
 use ignore::WalkState;
+use parking_lot::Mutex;
 
 use crate::vocab::checkpoint::FileState;
 use crate::workspace::walk_builder;
@@ -60,14 +60,13 @@ pub fn stat_tree(roots: &[PathBuf]) -> Stats {
                 if let Ok(meta) = entry.metadata() {
                     found
                         .lock()
-                        .unwrap_or_else(|e| e.into_inner())
                         .insert(entry.into_path(), (meta.len(), meta.modified().ok()));
                 }
                 WalkState::Continue
             })
         });
     }
-    Stats(found.into_inner().unwrap_or_else(|e| e.into_inner()))
+    Stats(found.into_inner())
 }
 
 /// The files created, deleted or changed (size or mtime) between two scans,

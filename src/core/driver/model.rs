@@ -5,7 +5,9 @@
 //! Invariant: one provider per model and effort in force, made again only
 //! when the choice changes.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use super::turn::Turn;
 use crate::core::session_model::ModelChoice;
@@ -20,7 +22,7 @@ pub struct ProviderSlot {
 impl ProviderSlot {
     /// The provider for `choice`.
     pub fn provider(&self, choice: &ModelChoice) -> Arc<dyn Provider> {
-        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let mut current = self.current.lock();
         match &*current {
             Some((made_for, provider)) if made_for == choice => provider.clone(),
             _ => {

@@ -133,8 +133,7 @@ impl Turn<'_> {
                 if status == ToolStatus::Completed {
                     self.last_progress = Instant::now();
                 }
-                let images =
-                    std::mem::take(&mut *tool_images.lock().unwrap_or_else(|e| e.into_inner()));
+                let images = std::mem::take(&mut *tool_images.lock());
                 for image in &images {
                     self.projection.apply(image);
                 }
@@ -207,7 +206,7 @@ pub(super) struct PreparedCall {
 /// The `tool_image` events the calls of a run logged, waiting to be folded
 /// into the projection before the next result is recorded (the calls run
 /// apart from the turn, which alone holds the projection).
-type ToolImages = Arc<std::sync::Mutex<Vec<Event>>>;
+type ToolImages = Arc<parking_lot::Mutex<Vec<Event>>>;
 
 fn call_context(
     base: &ToolContext,
@@ -239,10 +238,7 @@ fn call_context(
                     data,
                 ) {
                     let logged = log.append(event);
-                    images
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(logged.event);
+                    images.lock().push(logged.event);
                 }
                 return;
             }

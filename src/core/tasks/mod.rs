@@ -20,9 +20,10 @@ pub mod run;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::buffers::{BufferCache, Range};
@@ -119,29 +120,20 @@ impl TaskState {
                 .collect(),
             init: init.clone(),
         };
-        if let Some(cached) = self
-            .catalogs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(roots)
-            .filter(|c| c.stamp == stamp)
-        {
+        if let Some(cached) = self.catalogs.lock().get(roots).filter(|c| c.stamp == stamp) {
             return Ok(cached.catalog.clone());
         }
         let config = ConfigBuilder::standard(home, roots)?
             .json("initializationOptions", init)?
             .build()?;
         let catalog = Arc::new(TaskCatalog::from_config(&config.tasks));
-        self.catalogs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                roots.to_vec(),
-                CachedCatalog {
-                    stamp,
-                    catalog: catalog.clone(),
-                },
-            );
+        self.catalogs.lock().insert(
+            roots.to_vec(),
+            CachedCatalog {
+                stamp,
+                catalog: catalog.clone(),
+            },
+        );
         Ok(catalog)
     }
 }

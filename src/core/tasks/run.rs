@@ -470,11 +470,7 @@ fn task_session(
     root: Option<PathBuf>,
     config: Option<Value>,
 ) -> Result<Arc<Session>, TaskError> {
-    let mut sessions = daemon
-        .tasks_state()
-        .sessions
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut sessions = daemon.tasks_state().sessions.lock();
     if let Some(session) = sessions.get(&root).and_then(|id| daemon.session(id).ok()) {
         return Ok(session);
     }

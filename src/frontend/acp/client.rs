@@ -3,8 +3,9 @@
 //! files through `fs/*`, commands through `terminal/*`, each only when the
 //! client advertised it in `initialize`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -60,7 +61,7 @@ impl AcpClient {
     }
 
     pub(super) fn set_capabilities(&self, capabilities: AcpCapabilities) {
-        *self.capabilities.lock().unwrap_or_else(|e| e.into_inner()) = capabilities;
+        *self.capabilities.lock() = capabilities;
         self.outgoing.set_abilities(ClientAbilities {
             request_permission: true,
             request_user_input: capabilities.elicitation_form,
@@ -69,7 +70,7 @@ impl AcpClient {
     }
 
     fn capabilities(&self) -> AcpCapabilities {
-        *self.capabilities.lock().unwrap_or_else(|e| e.into_inner())
+        *self.capabilities.lock()
     }
 
     fn own(&self) -> Facilities<'_> {

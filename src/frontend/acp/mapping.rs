@@ -6,9 +6,9 @@
 //! under `_meta` (a strict client may reject unknown fields).
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use serde::Deserialize;
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::model_options::ConfigStates;
@@ -41,14 +41,10 @@ impl AcpSink {
 
     /// Runs `f` with the replay of `session_id` muted (`session/resume`).
     pub(super) fn muted<T>(&self, session_id: &str, f: impl FnOnce() -> T) -> T {
-        self.lock_muted().insert(session_id.to_string());
+        self.muted.lock().insert(session_id.to_string());
         let result = f();
-        self.lock_muted().remove(session_id);
+        self.muted.lock().remove(session_id);
         result
-    }
-
-    fn lock_muted(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.muted.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn send(&self, session_id: &str, update: Value) {
@@ -116,7 +112,7 @@ impl EventSink for AcpSink {
     }
 
     fn on_replay(&self, session_id: &str, event: &LoggedEvent) {
-        if !self.lock_muted().contains(session_id) {
+        if !self.muted.lock().contains(session_id) {
             self.deliver(session_id, event, true);
         }
     }
@@ -125,20 +121,6 @@ impl EventSink for AcpSink {
 /// The ACP updates of one event (none for tandem-only ones).
 pub(super) fn acp_updates(event: &Event) -> Vec<Value> {
     session_update(event).map(typed_updates).unwrap_or_default()
-}
-
-/// The ACP updates of one `tandem/update`'s `update` (none for tandem-only
-/// kinds): what `tandem acp` sends for an event, and `tandem acp --attach`
-/// for the serve's update of it.
-pub(crate) fn acp_updates_of(update: Value) -> Vec<Value> {
-    match protocol::SessionUpdate::deserialize(&update) {
-        Ok(typed) => typed_updates(typed),
-        // Not one of the serve's own updates: passed on as it came.
-        Err(e) => {
-            tracing::warn!("an update the ACP mapping does not know ({e}): {update}");
-            vec![update]
-        }
-    }
 }
 
 /// One tandem update as ACP's: `usage` as the `usage_update` built beside
@@ -242,7 +224,7 @@ mod tests {
         let update = json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1",
                             "waitingFor": "permission"});
         assert_eq!(
-            acp_updates_of(update),
+            typed_updates(serde_json::from_value(update).expect("a tandem update")),
             vec![
                 json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1",
                         "_meta": {"tandem": {"waitingFor": "permission"}}})

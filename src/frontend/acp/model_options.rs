@@ -10,8 +10,9 @@
 //! from the updates that change them.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::modes::config_options;
@@ -93,36 +94,24 @@ pub(crate) fn model_switch(
 pub(crate) struct ConfigStates(Arc<Mutex<HashMap<String, (ApprovalMode, ModelState)>>>);
 
 impl ConfigStates {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (ApprovalMode, ModelState)>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     pub(crate) fn set(&self, session_id: &str, mode: ApprovalMode, state: ModelState) {
-        self.lock().insert(session_id.to_string(), (mode, state));
+        self.0.lock().insert(session_id.to_string(), (mode, state));
     }
 
     pub(crate) fn set_models(&self, session_id: &str, state: ModelState) {
-        if let Some(entry) = self.lock().get_mut(session_id) {
+        if let Some(entry) = self.0.lock().get_mut(session_id) {
             entry.1 = state;
         }
     }
 
     pub(crate) fn forget(&self, session_id: &str) {
-        self.lock().remove(session_id);
-    }
-
-    /// The session's model state, as far as known.
-    pub(crate) fn models(&self, session_id: &str) -> ModelState {
-        self.lock()
-            .get(session_id)
-            .map(|(_, s)| s.clone())
-            .unwrap_or_default()
+        self.0.lock().remove(session_id);
     }
 
     /// The full config options of a session (the mode's alone when its
     /// model is not known here).
     pub(crate) fn options(&self, session_id: &str, mode: Option<ApprovalMode>) -> Value {
-        let mut states = self.lock();
+        let mut states = self.0.lock();
         match states.get_mut(session_id) {
             Some(entry) => {
                 if let Some(mode) = mode {
@@ -144,7 +133,7 @@ impl ConfigStates {
                 self.options(session_id, Some(mode))
             }
             "current_model_update" => {
-                let mut states = self.lock();
+                let mut states = self.0.lock();
                 let (mode, state) = states.get_mut(session_id)?;
                 state.model = update["modelId"].as_str()?.to_string();
                 state.effort = update["effort"].as_str().map(str::to_string);

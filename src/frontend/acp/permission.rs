@@ -4,7 +4,6 @@
 //! of its own kind for each choice (clients bind their keys by kind).
 
 use agent_client_protocol_schema::v1 as acp;
-use serde::Deserialize;
 
 use crate::vocab::bridge::PermissionRequest;
 
@@ -41,16 +40,6 @@ pub(super) fn request_params(request: &PermissionRequest) -> acp::RequestPermiss
         tool_call,
         options(request.always_scope.as_deref()),
     )
-}
-
-/// The serve's `tandem/requestPermission` params as ACP's (`acp --attach`):
-/// the same fields, read into the schema's type, so a kind ACP lacks
-/// (`mcp`) goes out as `other`.
-pub(crate) fn from_tandem(params: &mut serde_json::Value) {
-    match acp::RequestPermissionRequest::deserialize(&*params).and_then(serde_json::to_value) {
-        Ok(acp) => *params = acp,
-        Err(e) => tracing::warn!("a permission request ACP's schema does not read: {e}"),
-    }
 }
 
 /// "Always" is offered only when there is something to remember (a

@@ -7,8 +7,9 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::client::{AcpCapabilities, AcpClient};
@@ -179,7 +180,7 @@ impl Agent {
     async fn close(&self, params: &Value, rid: &Value) -> Reply {
         let session_id = string_param(params, "sessionId").map_err(|e| bad(rid, e))?;
         self.daemon.close_session(session_id).await;
-        self.lock_cwds().remove(session_id);
+        self.cwds.lock().remove(session_id);
         self.sink.states.forget(session_id);
         Ok(json!({}))
     }
@@ -192,7 +193,7 @@ impl Agent {
             .delete_session(session_id)
             .await
             .map_err(|e| daemon_error(rid, e))?;
-        self.lock_cwds().remove(session_id);
+        self.cwds.lock().remove(session_id);
         Ok(json!({}))
     }
 
@@ -301,7 +302,8 @@ impl Agent {
             // only the load of a session logged without a folder (made by
             // an LSP client without one), which then works in these.
             self.editor.workspace().add_root(PathBuf::from(cwd));
-            self.lock_cwds()
+            self.cwds
+                .lock()
                 .insert(session_id.to_string(), PathBuf::from(cwd));
         }
         let mut commands =
@@ -361,14 +363,10 @@ impl Agent {
 }
 
 impl Agent {
-    fn lock_cwds(&self) -> std::sync::MutexGuard<'_, HashMap<String, PathBuf>> {
-        self.cwds.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The session's `cwd` as the client gave it, else its first workspace
     /// root on disk, else an empty path.
     fn cwd(&self, session_id: &str) -> PathBuf {
-        if let Some(cwd) = self.lock_cwds().get(session_id) {
+        if let Some(cwd) = self.cwds.lock().get(session_id) {
             return cwd.clone();
         }
         self.daemon

@@ -17,8 +17,8 @@
 //! of its turn; a token lives until the request's response is queued.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -48,7 +48,7 @@ impl RequestCancels {
     /// token with it when it is answered.
     pub(crate) fn track(&self, id: &Value) -> Option<(String, CancellationToken)> {
         let key = key_of(id);
-        let mut tokens = self.lock();
+        let mut tokens = self.tokens.lock();
         if tokens.contains_key(&key) {
             return None;
         }
@@ -64,7 +64,7 @@ impl RequestCancels {
         let Some(id) = params.and_then(|p| p.get("id")) else {
             return false;
         };
-        match self.lock().get(&key_of(id)) {
+        match self.tokens.lock().get(&key_of(id)) {
             Some(token) => {
                 token.cancel();
                 true
@@ -75,11 +75,7 @@ impl RequestCancels {
 
     /// Forgets the tracked request `key` (its response is being queued).
     pub(crate) fn answered(&self, key: &str) {
-        self.lock().remove(key);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
-        self.tokens.lock().unwrap_or_else(|e| e.into_inner())
+        self.tokens.lock().remove(key);
     }
 }
 

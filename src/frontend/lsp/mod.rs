@@ -40,8 +40,8 @@ use crate::core::client::OneBridge;
 use crate::core::daemon::{Daemon, DaemonOptions};
 use crate::core::log::{Durability, EventSink, LoggedEvent};
 use crate::core::output_budget::OutputBudget;
+pub(crate) use crate::frontend::stdout::stdout_writer;
 pub use crate::frontend::stdout::OutboundQueue;
-pub(crate) use crate::frontend::stdout::{stdout_writer, Outbound};
 
 /// Turns session events into `tandem/update` notifications (and
 /// `$/progress` for running turns).

@@ -11,8 +11,9 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -95,7 +96,7 @@ impl Outgoing {
     }
 
     pub fn set_abilities(&self, abilities: ClientAbilities) {
-        *self.abilities.lock().unwrap_or_else(|e| e.into_inner()) = abilities;
+        *self.abilities.lock() = abilities;
     }
 
     /// Whether a message from the editor answers one of our requests.
@@ -113,12 +114,7 @@ impl Outgoing {
         let Some(id) = message.get("id").and_then(Value::as_str) else {
             return false;
         };
-        let Some(waiter) = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id)
-        else {
+        let Some(waiter) = self.pending.lock().remove(id) else {
             tracing::warn!(id, "answer to an unknown or withdrawn request");
             return false;
         };
@@ -143,10 +139,7 @@ impl Outgoing {
             self.next.fetch_add(1, Ordering::Relaxed)
         );
         let (tx, rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.clone(), tx);
+        self.pending.lock().insert(id.clone(), tx);
         self.out
             .send_json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         // Withdraws the request if this future ends without an answer: on
@@ -180,12 +173,7 @@ impl Outgoing {
     /// Withdraws request `id` (`$/cancelRequest`) if it is still
     /// pending: not when it was answered, nor when the connection closed.
     fn withdraw(&self, id: &str) {
-        let pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id)
-            .is_some();
+        let pending = self.pending.lock().remove(id).is_some();
         if pending {
             let field = if self.cancel_method == "$/cancel_request" {
                 "requestId"
@@ -200,10 +188,7 @@ impl Outgoing {
 
     /// Fails every pending request (the connection is closing).
     pub fn fail_all(&self) {
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.pending.lock().clear();
     }
 }
 
@@ -222,7 +207,7 @@ impl Drop for WithdrawOnDrop<'_> {
 #[async_trait::async_trait]
 impl ClientBridge for Outgoing {
     fn abilities(&self) -> ClientAbilities {
-        *self.abilities.lock().unwrap_or_else(|e| e.into_inner())
+        *self.abilities.lock()
     }
 
     async fn request_permission(

@@ -10,8 +10,9 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -64,7 +65,6 @@ impl Progress {
     pub fn session_of(&self, token: &str) -> Option<String> {
         self.turns
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .get(token)
             .map(|(_, session)| session.clone())
     }
@@ -101,11 +101,7 @@ impl Progress {
                 ..
             } => {
                 let token = Self::token(session_id, turn_id);
-                let entry = self
-                    .turns
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&token);
+                let entry = self.turns.lock().remove(&token);
                 if let Some((tx, _)) = entry {
                     let _ = tx.send(json!({"kind": "end", "message": stop_reason.as_str()}));
                 }
@@ -114,12 +110,7 @@ impl Progress {
             _ => return,
         };
         let token = Self::token(session_id, turn_id);
-        if let Some((tx, _)) = self
-            .turns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&token)
-        {
+        if let Some((tx, _)) = self.turns.lock().get(&token) {
             let _ = tx.send(value);
         }
     }
@@ -140,7 +131,6 @@ impl Progress {
         }));
         self.turns
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .insert(token.clone(), (tx, session_id.to_string()));
         let out = self.out.clone();
         let outgoing = self.outgoing.clone();

@@ -37,7 +37,7 @@ use crate::vocab::language::LanguageFeatures;
 use crate::workspace::file_uri_to_path;
 
 /// The `tandem/*` requests this server answers, announced in `initialize`.
-const TANDEM_METHODS: [&str; 16] = [
+const TANDEM_METHODS: [&str; 17] = [
     "tandem/newSession",
     "tandem/prompt",
     "tandem/steer",
@@ -46,6 +46,7 @@ const TANDEM_METHODS: [&str; 16] = [
     "tandem/setModel",
     "tandem/listSessions",
     "tandem/loadSession",
+    "tandem/attachSession",
     "tandem/runTask",
     "tandem/renameSession",
     "tandem/closeSession",
@@ -95,6 +96,7 @@ pub fn build_service(
     .custom_method("tandem/setModel", Backend::set_model)
     .custom_method("tandem/listSessions", Backend::list_sessions)
     .custom_method("tandem/loadSession", Backend::load_session)
+    .custom_method("tandem/attachSession", Backend::attach_session)
     .custom_method("tandem/cancel", Backend::cancel)
     .custom_method("tandem/runTask", Backend::run_task)
     .custom_method("tandem/renameSession", Backend::rename_session)
@@ -666,20 +668,39 @@ impl Backend {
     }
 
     async fn load_session(&self, params: LoadSessionParams) -> Result<LoadSessionResult> {
-        guarded("tandem/loadSession", async move {
+        guarded("tandem/loadSession", self.load(params, true)).await
+    }
+
+    /// `tandem/attachSession`: `tandem/loadSession` with the replay
+    /// optional (a window following a session it already shows).
+    async fn attach_session(
+        &self,
+        params: crate::protocol::AttachSessionParams,
+    ) -> Result<LoadSessionResult> {
+        let load = LoadSessionParams {
+            session_id: params.session_id,
+            additional_directories: params.additional_directories,
+            config: None,
+        };
+        guarded("tandem/attachSession", self.load(load, params.replay)).await
+    }
+
+    async fn load(&self, params: LoadSessionParams, replay: bool) -> Result<LoadSessionResult> {
+        {
             let more =
                 additional_roots(&params.additional_directories).map_err(Error::invalid_params)?;
             let mcp_servers = crate::frontend::mcp_servers::load_config_mcp_servers(params.config)
                 .map_err(Error::invalid_params)?;
             let (session, events) = self
                 .daemon
-                .load_session_in(&self.client, &params.session_id, more)
+                .attach_session(&self.client, &params.session_id, replay, more)
                 .map_err(daemon_error)?;
             self.daemon
                 .add_mcp_servers(&session.id, &mcp_servers)
                 .map_err(daemon_error)?;
             let replayed = events
                 .iter()
+                .filter(|_| replay)
                 .filter(|e| crate::frontend::updates::session_update(&e.event).is_some())
                 .count();
             // The log's events are freed here, the replay's frames once
@@ -693,8 +714,7 @@ impl Backend {
                 instructions: crate::frontend::updates::instruction_files(&session.instructions()),
                 model_state: crate::frontend::models::model_state(&session),
             })
-        })
-        .await
+        }
     }
 
     async fn run_task(&self, params: RunTaskParams) -> Result<RunTaskResult> {

@@ -1,8 +1,8 @@
-//! Reaching a running serve: read serve.json, open the WebSocket with the
-//! bearer token (over the serve's Unix socket when serve.json names one that
+//! Reaching a running serve: read serve.json, connect with the bearer
+//! token (over the serve's Unix socket when serve.json names one that
 //! exists, else over its loopback TCP port), start the serve if none runs.
-//! jsonrpsee's client for one-off calls (`serve --status`, `--stop`); a
-//! `ws_link` on blocking sockets, after the same handshake, for the shims.
+//! jsonrpsee's WebSocket client for the control calls (`serve --status`,
+//! `--stop`); an editor tunnel, on a blocking socket, for the shims.
 //!
 //! Invariant: the token goes from serve.json into the handshake header and
 //! nowhere else (never an argument, a URL or a log line), and only over a
@@ -16,10 +16,10 @@ use jsonrpsee::core::client::{ReceivedMessage, TransportReceiverT, TransportSend
 use serde_json::{json, Value};
 use tokio_util::compat::Compat;
 
+use super::shim_socket::{self, Opened};
 use super::state::{read_info, ServeInfo};
 use super::stream::Stream;
 use super::tunnel::Protocol;
-use super::ws_link::{self, Opened};
 
 pub type WsSender = jsonrpsee::client_transport::ws::Sender<Compat<Stream>>;
 pub type WsReceiver = jsonrpsee::client_transport::ws::Receiver<Compat<Stream>>;
@@ -55,30 +55,6 @@ pub async fn connect(
                 info.port
             )
         })
-}
-
-/// Opens the WebSocket to the serve described by `info` as [`connect`]
-/// does (the same handshake), for a link on blocking sockets.
-pub async fn open_link(info: &ServeInfo) -> Result<Opened, String> {
-    let bearer = bearer(info);
-    if bearer.bytes().any(|b| b.is_ascii_control()) {
-        return Err("serve.json holds a malformed token".to_string());
-    }
-    let (stream, host) = open_stream(info).await?;
-    let transport = stream.transport().name();
-    ws_link::handshake(
-        stream,
-        &host,
-        &[("authorization", bearer.as_bytes())],
-        CONNECT_TIMEOUT,
-    )
-    .await
-    .map_err(|e| {
-        format!(
-            "cannot connect to tandem serve (port {}, over {transport}): {e}",
-            info.port
-        )
-    })
 }
 
 /// Opens an editor tunnel: the upgrade request with the bearer token,
@@ -128,7 +104,7 @@ pub async fn open_tunnel(info: &ServeInfo, protocol: Protocol) -> Result<Opened,
         _ => return Err(failed("the serve's answer is not HTTP".to_string())),
     }
     let leftover = head.split_off(end);
-    let socket = ws_link::blocking(stream).map_err(|e| failed(e.to_string()))?;
+    let socket = shim_socket::blocking(stream).map_err(|e| failed(e.to_string()))?;
     Ok(Opened { socket, leftover })
 }
 
@@ -188,14 +164,9 @@ fn usable_socket(info: &ServeInfo) -> Option<std::path::PathBuf> {
     Some(path.clone())
 }
 
-/// Opens the link to the running serve, starting one (this binary's
-/// `serve`) if none answers, and waiting up to 10 s for it to come up.
-pub async fn link_or_start(home: &Path) -> Result<Opened, String> {
-    or_start(home, |info| Box::pin(async move { open_link(&info).await })).await
-}
-
 /// Opens an editor tunnel (see `tunnel`) to the running serve, starting
-/// one if none answers, as [`link_or_start`] does.
+/// one (this binary's `serve`) if none answers, and waiting up to 10 s
+/// for it to come up.
 pub async fn tunnel_or_start(home: &Path, protocol: Protocol) -> Result<Opened, String> {
     or_start(home, move |info| {
         Box::pin(async move { open_tunnel(&info, protocol).await })

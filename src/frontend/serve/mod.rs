@@ -1,60 +1,48 @@
 //! `tandem serve`: one long-lived daemon for all of a user's editor
-//! windows, reached over jsonrpsee's WebSocket server on loopback TCP and
-//! on the Unix socket `$TANDEM_HOME/serve.sock` (which the shims prefer).
+//! windows, on loopback TCP and on the Unix socket `$TANDEM_HOME/serve.sock`
+//! (which the shims prefer).
 //!
 //! ```text
-//! editor ─stdio─► tandem lsp --attach (shim) ─ws + bearer─► auth ─► jsonrpsee ─► methods ─► Daemon
-//!                                                                        ▲                     │
-//!                  tandem/attachSession subscription ◄── hub (EventSink, per-session bridges) ◄┘
+//! editor ─stdio─► tandem lsp --attach (pipe: bytes) ─► GET /lsp, Upgrade: tandem ─► tunnel
+//!                                                                                    │
+//!      the same LSP (or ACP) frontend as over stdio, one per connection ◄────────────┘
+//!                 │ a Client each                       ▲ the sessions it follows
+//!                 ▼                                     │
+//!               Daemon (one) ──── every event ────► Followers
+//! serve --status / --stop ─► ws://…/ (jsonrpsee) ─► control
 //! ```
 //!
 //! - `state` — serve.json and the lock; `listen` — the TCP and Unix
 //!   listeners and the socket file; `stream` — a connection over either;
-//!   `auth` — the HTTP check in front of every connection; `connection` — per-connection middleware;
-//!   `clients` — each connection as a core client (what it declared, its
-//!   documents, how it is asked); `hub` — who follows which session;
-//!   `progress` — `$/progress` for the clients that follow a turn; `relay`
-//!   — the shims' shared link (one thread reads the WebSocket and writes
-//!   stdout); `ws_link` — the shims' WebSocket on blocking sockets;
-//!   `methods` — the RPC module; `client` and `shim` — the other end, run
-//!   by `tandem lsp --attach`.
+//!   `auth` — the token and Origin check in front of every connection;
+//!   `tunnel` — an editor's connection, run by its protocol's frontend;
+//!   `control` — the jsonrpsee methods (`serve/status`, `serve/stop`);
+//!   `client`, `pipe` and `shim_socket` — the other end: the control calls
+//!   and the shims (`tandem lsp --attach`, `tandem acp --attach`).
+//! - Who hears which session, and who is asked a turn's questions, is
+//!   `frontend::followers`.
 //!
 //! Invariant: the serve binds 127.0.0.1 and its own 0600 socket only, and
-//! nothing reaches a method without the token, over either.
+//! nothing reaches a frontend or a method without the token, over either.
 
-pub mod acp_dialect;
-pub mod acp_shim;
 pub mod auth;
-pub mod backlog;
 pub mod client;
-pub mod clients;
-pub mod connection;
-pub mod hub;
+mod control;
 pub mod listen;
-pub mod methods;
 pub mod pipe;
-pub mod progress;
-pub mod relay;
-pub mod rewind_method;
-pub mod session_client;
-pub mod session_methods;
-pub mod shim;
+pub mod shim_socket;
 pub mod state;
 pub mod stream;
-pub mod tasks;
 pub mod tunnel;
-pub mod ws_link;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jsonrpsee::server::middleware::rpc::RpcServiceBuilder;
 use jsonrpsee::server::{Server, ServerConfig};
 use tokio_util::sync::CancellationToken;
 
-use self::connection::{ConnectionCount, PerConnection};
-use self::hub::Hub;
+use self::control::ConnectionCount;
 use self::state::{ServeInfo, ServeLock};
 use crate::config::{ConfigBuilder, ServeConfig};
 use crate::core::daemon::{Daemon, DaemonOptions};
@@ -88,7 +76,6 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
     let config = serve_config(&home)?;
     let token = auth::new_token().map_err(|e| format!("cannot make a token: {e}"))?;
 
-    let hub_slot: Arc<std::sync::OnceLock<Arc<Hub>>> = Arc::default();
     // The one thread streams every session: fsyncs go to the blocking
     // pool, and what acknowledges an event waits for them there.
     // `TANDEM_SERVE_INLINE_FSYNC=1` keeps them on the thread, for
@@ -99,24 +86,12 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
         other => other,
     };
     let followers = crate::frontend::followers::Followers::new();
-    let daemon = {
-        let sink = Arc::new(LateSink(hub_slot.clone(), followers.clone()));
-        Daemon::new(DaemonOptions {
-            home: home.clone(),
-            durability,
-            sink,
-        })
-    };
-    let hub = Hub::new(Arc::downgrade(&daemon));
-    let _ = hub_slot.set(hub.clone());
-
+    let daemon = Daemon::new(DaemonOptions {
+        home: home.clone(),
+        durability,
+        sink: followers.clone(),
+    });
     let count = Arc::new(ConnectionCount::default());
-    let rpc = {
-        let hub = hub.clone();
-        let count = count.clone();
-        RpcServiceBuilder::new()
-            .layer_fn(move |service| PerConnection::new(service, hub.clone(), count.clone()))
-    };
     let services = Server::builder()
         .set_config(
             ServerConfig::builder()
@@ -124,16 +99,11 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
                 .max_connections(config.max_connections)
                 .max_request_body_size(config.max_message_bytes)
                 .max_response_body_size(config.max_message_bytes)
-                // Messages a connection holds before its subscribers queue
-                // in their backlogs (merged, counted against the output
-                // budget) instead of here (jsonrpsee's default: 1,024).
-                .set_message_buffer_capacity(backlog::SINK_MESSAGES)
                 .build(),
         )
         .set_http_middleware(tower::ServiceBuilder::new().layer(auth::AuthLayer(
             auth::Policy::new(&token, config.allowed_origins.clone()),
         )))
-        .set_rpc_middleware(rpc)
         // One builder for both listeners: one connection limit and one
         // sequence of connection ids across them.
         .to_service_builder();
@@ -154,12 +124,12 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
     );
 
     let stop = CancellationToken::new();
-    let methods: jsonrpsee::Methods = methods::module(methods::Ctx {
+    let methods: jsonrpsee::Methods = control::module(control::Ctx {
         daemon: daemon.clone(),
-        hub: hub.clone(),
         port,
         stop: stop.clone(),
     })
+    .map_err(|e| format!("cannot register the control methods: {e}"))?
     .into();
     let (stop_handle, handle) = jsonrpsee::server::stop_channel();
     let serve_connection: listen::ServeConnection = {
@@ -171,6 +141,7 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
             let stopped = stop_handle.clone().shutdown();
             let tunnels = tunnels.clone();
             let others = count.get();
+            let count = count.clone();
             Box::pin(async move {
                 // An editor's tunnel runs here to its end; anything else
                 // is jsonrpsee's.
@@ -178,6 +149,7 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
                     return;
                 };
                 tracing::info!(transport, "a client connected");
+                let _counted = count.enter();
                 if let Err(e) =
                     jsonrpsee::server::serve_with_graceful_shutdown(io, service, stopped).await
                 {
@@ -232,60 +204,6 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
     let _ = tokio::time::timeout(Duration::from_secs(2), handle.stopped()).await;
     drop(socket_file);
     Ok(())
-}
-
-/// The daemon needs its sink before the hub exists (the hub needs the
-/// daemon, to register the connections' clients); this forwards once the
-/// hub is set, and to the editor tunnels' followers.
-struct LateSink(
-    Arc<std::sync::OnceLock<Arc<Hub>>>,
-    Arc<crate::frontend::followers::Followers>,
-);
-
-impl crate::core::log::EventSink for LateSink {
-    fn on_event(&self, session_id: &str, event: &crate::core::log::LoggedEvent) {
-        if let Some(hub) = self.0.get() {
-            hub.on_event(session_id, event);
-        }
-        self.1.on_event(session_id, event);
-    }
-
-    fn on_replay(&self, session_id: &str, event: &crate::core::log::LoggedEvent) {
-        if let Some(hub) = self.0.get() {
-            hub.on_replay(session_id, event);
-        }
-    }
-
-    fn output_budget(
-        &self,
-        session_id: &str,
-    ) -> Option<Arc<crate::core::output_budget::OutputBudget>> {
-        let hub = self.0.get().and_then(|h| h.output_budget(session_id));
-        let tunnels = self.1.output_budget(session_id);
-        match (hub, tunnels) {
-            (Some(h), Some(t)) if t.pending() > h.pending() => Some(t),
-            (Some(h), _) => Some(h),
-            (None, t) => t,
-        }
-    }
-
-    fn follow(&self, client: u64, session_id: &str) {
-        self.1.follow(client, session_id);
-    }
-
-    fn begin_replay(&self, client: u64, session_id: &str) {
-        self.1.begin_replay(client, session_id);
-    }
-
-    fn replay(
-        &self,
-        client: u64,
-        session_id: &str,
-        events: &[crate::core::log::LoggedEvent],
-        send: bool,
-    ) {
-        self.1.replay(client, session_id, events, send);
-    }
 }
 
 async fn signal() {

@@ -16,8 +16,8 @@ use std::os::fd::AsFd;
 use std::path::Path;
 
 use super::client::tunnel_or_start;
+use super::shim_socket::Socket;
 use super::tunnel::Protocol;
-use super::ws_link::Socket;
 
 /// Carries the editor's bytes to the serve and back until either side
 /// ends. Exit status: 0 once the serve has closed the connection (after

@@ -2,8 +2,8 @@
 //! approval mode and what the model is told.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
@@ -51,7 +51,7 @@ impl ClientBridge for FakeEditor {
         _: PermissionRequest,
         _: &CancellationToken,
     ) -> BridgeOutcome<crate::vocab::bridge::PermissionAnswer> {
-        *self.permission_requests.lock().expect("lock") += 1;
+        *self.permission_requests.lock() += 1;
         match self.permission {
             Some(choice) => BridgeOutcome::Answered(choice.into()),
             None => BridgeOutcome::Unavailable("no".into()),
@@ -70,7 +70,7 @@ impl ClientBridge for FakeEditor {
         _: &CancellationToken,
     ) -> BridgeOutcome<ApplyEditResponse> {
         let answer = (self.on_edit)(&request.edit);
-        self.edits.lock().expect("lock").push(request);
+        self.edits.lock().push(request);
         answer
     }
 }
@@ -118,7 +118,7 @@ impl Fixture {
         ctx.bridge = bridge;
         ctx.call_id = "call_1".to_string();
         let events = self.events.clone();
-        ctx.emit = Arc::new(move |e| events.lock().expect("lock").push(e));
+        ctx.emit = Arc::new(move |e| events.lock().push(e));
         ctx
     }
 
@@ -181,7 +181,6 @@ async fn auto_mode_writes_a_multi_file_patch_to_disk_and_says_what_changed() {
     let diffs: Vec<(String, Option<String>, String)> = fx
         .events
         .lock()
-        .expect("lock")
         .iter()
         .filter_map(|e| match e {
             ToolEvent::Diffs(files) => Some(files.clone()),
@@ -195,7 +194,6 @@ async fn auto_mode_writes_a_multi_file_patch_to_disk_and_says_what_changed() {
     let diff_events = fx
         .events
         .lock()
-        .expect("lock")
         .iter()
         .filter(|e| matches!(e, ToolEvent::Diffs(_)))
         .count();
@@ -236,10 +234,7 @@ async fn a_hunk_that_does_not_match_in_the_second_file_leaves_the_first_untouche
     assert!(error.0.contains("nothing was changed"), "{error}");
     assert_eq!(fx.read("a.txt"), "alpha\n");
     assert!(!fx.path("c.txt").exists());
-    assert!(
-        fx.events.lock().expect("lock").is_empty(),
-        "no diff before it fits"
-    );
+    assert!(fx.events.lock().is_empty(), "no diff before it fits");
 }
 
 #[tokio::test]
@@ -361,7 +356,7 @@ async fn review_mode_sends_one_annotated_edit_and_reports_it_applied_once_the_bu
         .await
         .expect("applies");
     assert_eq!(out, "The patch was applied:\n- doc.rs: hunk 1 applied");
-    let edits = editor.edits.lock().expect("lock");
+    let edits = editor.edits.lock();
     assert_eq!(edits.len(), 1);
     assert_eq!(edits[0].label, "Update doc.rs (1 hunk)");
     let edit = &edits[0].edit;
@@ -380,11 +375,7 @@ async fn review_mode_sends_one_annotated_edit_and_reports_it_applied_once_the_bu
     assert!(annotation.needs_confirmation);
     // The disk is the editor's business now.
     assert_eq!(fx.read("doc.rs"), "old\n");
-    assert!(fx
-        .events
-        .lock()
-        .expect("lock")
-        .contains(&ToolEvent::Waiting("permission")));
+    assert!(fx.events.lock().contains(&ToolEvent::Waiting("permission")));
 }
 
 #[tokio::test]
@@ -477,7 +468,7 @@ async fn review_without_apply_edit_asks_permission_and_writes_when_allowed() {
     let out = fx.run(&ctx, patch).await.expect("applies");
     assert_eq!(out, "The patch was applied:\n- a.txt: hunk 1 applied");
     assert_eq!(fx.read("a.txt"), "b\n");
-    assert_eq!(*editor.permission_requests.lock().expect("lock"), 1);
+    assert_eq!(*editor.permission_requests.lock(), 1);
 }
 
 #[tokio::test]
@@ -523,7 +514,7 @@ async fn auto_mode_sends_open_documents_to_the_editor_and_writes_closed_files() 
     assert!(out.starts_with("The patch was applied:"), "{out}");
     assert_eq!(fx.read("closed.rs"), "CLOSED\n");
     assert_eq!(fx.read("open.rs"), "disk\n", "the editor owns the open one");
-    let edits = editor.edits.lock().expect("lock");
+    let edits = editor.edits.lock();
     let changes = &edits[0].edit.changes;
     assert_eq!(changes.len(), 1, "only the open document: {changes:?}");
     let annotation = edits[0].edit.annotation.as_ref().expect("annotated");

@@ -1,8 +1,9 @@
 //! `run_command` end to end with real shells: output, exit, timeouts,
 //! cancellation and the killing of whole process groups.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::io::AsyncReadExt;
 
 use super::*;
@@ -26,7 +27,7 @@ fn cancel_on(
     let seen = Arc::new(Mutex::new(String::new()));
     let (token, record) = (token.clone(), seen.clone());
     let callback = move |piece: &str| {
-        let mut seen = record.lock().unwrap();
+        let mut seen = record.lock();
         seen.push_str(piece);
         if seen.contains(marker) {
             token.cancel();
@@ -112,7 +113,7 @@ async fn output_streams_to_the_callback_while_the_command_still_runs() {
     // Cancelled rather than exited: "first" reached the callback while
     // the shell was still in `sleep 30`.
     assert_eq!(outcome.end, CommandEnd::Cancelled);
-    assert_eq!(seen.lock().unwrap().as_str(), "first\n");
+    assert_eq!(seen.lock().as_str(), "first\n");
     assert_eq!(outcome.output, "first\n");
 }
 
@@ -150,7 +151,7 @@ async fn cancel_kills_the_command_and_its_grandchildren_promptly() {
         outcome.to_model_text(),
         format!("aborted: cancelled by the user\n{}", outcome.output)
     );
-    let grandchild: u32 = seen.lock().unwrap().trim().parse().unwrap();
+    let grandchild: u32 = seen.lock().trim().parse().unwrap();
     assert!(
         !process_is_alive(grandchild),
         "background sleep {grandchild} survived"

@@ -4,6 +4,7 @@
 
 mod acp;
 mod attach;
+mod attach_follow;
 mod buffers;
 mod cancel;
 mod control;
