@@ -70,6 +70,11 @@ pub(super) fn lsp_methods(s: &Surface) -> Vec<(&'static str, bool, Value)> {
             "instruction": "why", "diagnostics": []}),
         ),
         (
+            "tandem/attachSession",
+            true,
+            json!({"sessionId": s.session}),
+        ),
+        (
             "textDocument/didOpen",
             false,
             json!({"textDocument": {"uri": s.file, "languageId": "rust",
