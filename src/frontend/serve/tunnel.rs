@@ -288,6 +288,9 @@ fn refusal_response(refusal: Refusal) -> Vec<u8> {
 pub struct Rewound {
     read: Cursor<Vec<u8>>,
     stream: Stream,
+    /// Dropped with the connection (hyper hands the stream on to the
+    /// WebSocket's task after the upgrade, and drops it when that ends).
+    guard: Option<Box<dyn Send + Sync>>,
 }
 
 impl Rewound {
@@ -295,7 +298,14 @@ impl Rewound {
         Rewound {
             read: Cursor::new(read),
             stream,
+            guard: None,
         }
+    }
+
+    /// Keeps `guard` until the connection is gone.
+    pub fn holding(mut self, guard: impl Send + Sync + 'static) -> Rewound {
+        self.guard = Some(Box::new(guard));
+        self
     }
 }
 
