@@ -149,7 +149,9 @@ async fn run_inner(home: PathBuf, durability: Durability) -> Result<(), String> 
                     return;
                 };
                 tracing::info!(transport, "a client connected");
-                let _counted = count.enter();
+                // Counted while the connection lasts: past the upgrade,
+                // its WebSocket runs on without this future.
+                let io = io.holding(count.enter());
                 if let Err(e) =
                     jsonrpsee::server::serve_with_graceful_shutdown(io, service, stopped).await
                 {

@@ -105,9 +105,9 @@ pub async fn route(mut stream: Stream, tunnels: &Arc<Tunnels>, others: usize) ->
     let mut request = httparse::Request::new(&mut headers);
     let protocol = match request.parse(&head[..end]) {
         Ok(httparse::Status::Complete(_)) => match request.path {
-            Some("/lsp") => Protocol::Lsp,
-            Some("/acp") => Protocol::Acp,
-            _ => return Some(Rewound::new(head, stream)),
+            Some("/lsp") => Some(Protocol::Lsp),
+            Some("/acp") => Some(Protocol::Acp),
+            _ => None,
         },
         _ => return Some(Rewound::new(head, stream)),
     };
@@ -121,6 +121,17 @@ pub async fn route(mut stream: Stream, tunnels: &Arc<Tunnels>, others: usize) ->
         }
     }
     let transport = stream.transport().name();
+    let Some(protocol) = protocol else {
+        // jsonrpsee's own limit counts only its connections: the tunnels
+        // count against the same `max_connections`.
+        if tunnels.policy.check(&map).is_ok() && tunnels.open() + others >= tunnels.max_connections
+        {
+            tracing::warn!(transport, "refused a connection: too many");
+            let _ = stream.write_all(&too_many()).await;
+            return None;
+        }
+        return Some(Rewound::new(head, stream));
+    };
     if let Err(refusal) = tunnels.policy.check(&map) {
         tracing::warn!(?refusal, transport, "refused a connection");
         let _ = stream.write_all(&refusal_response(refusal)).await;
@@ -142,13 +153,7 @@ pub async fn route(mut stream: Stream, tunnels: &Arc<Tunnels>, others: usize) ->
     }
     if tunnels.open() + others >= tunnels.max_connections {
         tracing::warn!(transport, "refused a connection: too many");
-        let _ = stream
-            .write_all(&plain_response(
-                429,
-                "Too Many Requests",
-                "too many connections\n",
-            ))
-            .await;
+        let _ = stream.write_all(&too_many()).await;
         return None;
     }
     let switching = format!(
@@ -251,6 +256,10 @@ fn plain_response(code: u16, reason: &str, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+fn too_many() -> Vec<u8> {
+    plain_response(429, "Too Many Requests", "too many connections\n")
+}
+
 fn refusal_response(refusal: Refusal) -> Vec<u8> {
     let (code, reason, body) = match refusal {
         Refusal::Unauthorized => (
@@ -279,6 +288,9 @@ fn refusal_response(refusal: Refusal) -> Vec<u8> {
 pub struct Rewound {
     read: Cursor<Vec<u8>>,
     stream: Stream,
+    /// Dropped with the connection (hyper hands the stream on to the
+    /// WebSocket's task after the upgrade, and drops it when that ends).
+    guard: Option<Box<dyn Send + Sync>>,
 }
 
 impl Rewound {
@@ -286,7 +298,14 @@ impl Rewound {
         Rewound {
             read: Cursor::new(read),
             stream,
+            guard: None,
         }
+    }
+
+    /// Keeps `guard` until the connection is gone.
+    pub fn holding(mut self, guard: impl Send + Sync + 'static) -> Rewound {
+        self.guard = Some(Box::new(guard));
+        self
     }
 }
 

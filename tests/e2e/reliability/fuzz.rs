@@ -1,5 +1,6 @@
-//! Wire fuzzing: seeded cases thrown at one running `tandem lsp` and one
-//! `tandem acp` — broken frames and lines (bad or missing Content-Length,
+//! Wire fuzzing: seeded cases thrown at one running `tandem lsp`, at a
+//! `tandem serve` through `tandem lsp --attach`, and at one `tandem acp` —
+//! broken frames and lines (bad or missing Content-Length,
 //! truncated and oversized bodies, non-JSON, non-UTF-8, batches, odd ids)
 //! and well-framed messages to every method of the wire surface with
 //! params mutated (wrong types, missing, huge, 10,000 deep). After every
@@ -180,29 +181,72 @@ async fn lsp_frontend_survives_fuzzed_frames_and_answers_every_probe() {
     let mut done = 0;
     while done < cases {
         let batch = (cases - done).min(CASES_PER_DAEMON);
-        fuzz_one_lsp_daemon(&mut g, done, batch, &server, &mut tally).await;
+        fuzz_one_lsp_daemon(&mut g, done, batch, &server, &mut tally, false).await;
         done += batch;
     }
     report("lsp", cases, g.seed, started.elapsed(), &tally);
 }
 
-/// Cases `first..first + count` against one fresh `tandem lsp`.
+/// The same cases through `tandem lsp --attach` to a serve it starts: the
+/// shim carries the bytes as they come, and the serve's tunnel runs the
+/// same frontend; the serve must keep serving and log no panic.
+#[tokio::test]
+async fn lsp_through_the_serve_survives_fuzzed_frames_and_answers_every_probe() {
+    let mut g = Gen::for_suite("reliability::fuzz lsp --attach");
+    let cases = case_count();
+    let server = model_server().await;
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    let mut done = 0;
+    while done < cases {
+        let batch = (cases - done).min(CASES_PER_DAEMON);
+        fuzz_one_lsp_daemon(&mut g, done, batch, &server, &mut tally, true).await;
+        done += batch;
+    }
+    report("lsp --attach", cases, g.seed, started.elapsed(), &tally);
+}
+
+/// Stops the serve a shim started in `home`, however the run ended.
+struct StopServe(std::path::PathBuf);
+
+impl Drop for StopServe {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(tandem_bin())
+            .args(["serve", "--stop"])
+            .env("TANDEM_HOME", &self.0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Cases `first..first + count` against one fresh `tandem lsp` (with
+/// `attach`: one fresh serve, through `tandem lsp --attach`).
 async fn fuzz_one_lsp_daemon(
     g: &mut Gen,
     first: usize,
     count: usize,
     server: &ModelServer,
     tally: &mut Tally,
+    attach: bool,
 ) {
     let seed = g.seed;
     let (root, file) = workspace();
+    let home = std::sync::Arc::new(tempfile::tempdir().expect("home"));
+    let _stop = attach.then(|| StopServe(home.path().to_path_buf()));
+    let args = if attach {
+        vec!["lsp".into(), "--attach".into()]
+    } else {
+        vec!["lsp".into()]
+    };
     let mut editor = Editor::spawn_with(EditorOptions {
         env: vec![
             ("TANDEM_BASE_URL".into(), server.base_url()),
             ("TANDEM_MODEL".into(), "scripted-model".into()),
             ("TANDEM_LOG".into(), "warn".into()),
         ],
-        ..EditorOptions::default()
+        args,
+        home: Some(home.clone()),
     })
     .await;
     editor.initialize(root.path()).await;
@@ -284,11 +328,13 @@ async fn fuzz_one_lsp_daemon(
     editor
         .send_raw(b"Content-Length: 40\r\n\r\n{\"jsonrpc\"")
         .await;
-    let home = editor.home.clone();
     let (status, _) = editor.close_stdin_collect().await;
     assert!(status.success(), "seed {seed}: exit status {status}");
     let stderr = std::fs::read_to_string(home.path().join("stderr.log")).unwrap_or_default();
     assert_no_panic(&stderr, seed);
+    if attach {
+        assert_serve_answers(home.path(), seed);
+    }
 }
 
 /// `tandem acp` as a raw line pipe: every line it writes must be JSON.
@@ -300,11 +346,18 @@ struct AcpPipe {
 }
 
 impl AcpPipe {
-    async fn spawn(server: &ModelServer) -> AcpPipe {
+    /// `tandem acp`, or with `attach` `tandem acp --attach` (which starts
+    /// a serve in the same home).
+    async fn spawn(server: &ModelServer, attach: bool) -> AcpPipe {
         let home = tempfile::tempdir().expect("home");
         let stderr = std::fs::File::create(home.path().join("stderr.log")).expect("stderr log");
+        let args: &[&str] = if attach {
+            &["acp", "--attach"]
+        } else {
+            &["acp"]
+        };
         let mut child = tokio::process::Command::new(tandem_bin())
-            .arg("acp")
+            .args(args)
             .env("TANDEM_HOME", home.path())
             .env("TANDEM_BASE_URL", server.base_url())
             .env("TANDEM_MODEL", "scripted-model")
@@ -396,23 +449,43 @@ async fn acp_frontend_survives_fuzzed_lines_and_answers_every_probe() {
     let mut done = 0;
     while done < cases {
         let batch = (cases - done).min(CASES_PER_DAEMON);
-        fuzz_one_acp_agent(&mut g, done, batch, &server, &mut tally).await;
+        fuzz_one_acp_agent(&mut g, done, batch, &server, &mut tally, false).await;
         done += batch;
     }
     report("acp", cases, g.seed, started.elapsed(), &tally);
 }
 
-/// Cases `first..first + count` against one fresh `tandem acp`.
+/// The same cases through `tandem acp --attach` to a serve it starts.
+#[tokio::test]
+async fn acp_through_the_serve_survives_fuzzed_lines_and_answers_every_probe() {
+    let mut g = Gen::for_suite("reliability::fuzz acp --attach");
+    let cases = case_count();
+    let server = model_server().await;
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    let mut done = 0;
+    while done < cases {
+        let batch = (cases - done).min(CASES_PER_DAEMON);
+        fuzz_one_acp_agent(&mut g, done, batch, &server, &mut tally, true).await;
+        done += batch;
+    }
+    report("acp --attach", cases, g.seed, started.elapsed(), &tally);
+}
+
+/// Cases `first..first + count` against one fresh `tandem acp` (with
+/// `attach`: one fresh serve, through `tandem acp --attach`).
 async fn fuzz_one_acp_agent(
     g: &mut Gen,
     first: usize,
     count: usize,
     server: &ModelServer,
     tally: &mut Tally,
+    attach: bool,
 ) {
     let seed = g.seed;
     let (root, file) = workspace();
-    let mut acp = AcpPipe::spawn(server).await;
+    let mut acp = AcpPipe::spawn(server, attach).await;
+    let _stop = attach.then(|| StopServe(acp.home.path().to_path_buf()));
     let init = json!({"protocolVersion": 1, "clientCapabilities": {}});
     let answer = acp.request("init", "initialize", init, tally, seed).await;
     assert!(answer["result"].is_object(), "{answer}");
@@ -480,12 +553,11 @@ async fn fuzz_one_acp_agent(
     assert_no_panic(&acp.stderr(), seed);
     // A line cut short by the end of input ends the agent cleanly.
     acp.write(b"{\"jsonrpc\":\"2.0\",\"id\":1,").await;
+    // `home` stays in `acp`, so the serve is stopped before it goes.
     let AcpPipe {
-        mut child,
-        stdin,
-        home,
-        ..
+        mut child, stdin, ..
     } = acp;
+    let home = &acp.home;
     drop(stdin);
     let status = tokio::time::timeout(WAIT, child.wait())
         .await
@@ -494,4 +566,22 @@ async fn fuzz_one_acp_agent(
     assert!(status.success(), "seed {seed}: exit status {status}");
     let stderr = std::fs::read_to_string(home.path().join("stderr.log")).unwrap_or_default();
     assert_no_panic(&stderr, seed);
+    if attach {
+        assert_serve_answers(home.path(), seed);
+    }
+}
+
+/// The serve a shim started in `home` logged no panic and still answers.
+fn assert_serve_answers(home: &Path, seed: u64) {
+    let serve_log = std::fs::read_to_string(home.join("logs/serve.log")).unwrap_or_default();
+    assert_no_panic(&serve_log, seed);
+    let status = std::process::Command::new(tandem_bin())
+        .args(["serve", "--status"])
+        .env("TANDEM_HOME", home)
+        .output()
+        .expect("tandem serve --status");
+    assert!(
+        status.status.success(),
+        "seed {seed}: the serve stopped answering: {status:?}\n{serve_log}"
+    );
 }

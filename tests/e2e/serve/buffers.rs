@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::control::Control;
 use super::{Serve, Ws};
 use crate::support::client::file_uri;
 use crate::support::model_server::openai::{delta, ending, text};
@@ -32,16 +33,12 @@ fn read_file_after(delay: Duration, call_id: &str, path: &str) -> Reply {
 async fn window(serve: &Serve, root: &std::path::Path, text: &str, caps: Value) -> Ws {
     let mut ws = serve.client().await;
     ws.initialize(root, caps).await;
-    // Sent as a request: the serve handles one connection's messages
-    // concurrently, and the prompt must find the document open.
-    let opened = ws
-        .request(
-            "textDocument/didOpen",
-            json!({"textDocument": {"uri": file_uri(&root.join("a.txt")),
-                "languageId": "plaintext", "version": 1, "text": text}}),
-        )
+    // A notification: a connection's messages apply in wire order, so the
+    // prompt that follows finds the document open.
+    ws.send(json!({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+        "params": {"textDocument": {"uri": file_uri(&root.join("a.txt")),
+            "languageId": "plaintext", "version": 1, "text": text}}}))
         .await;
-    assert!(opened.get("result").is_some(), "{opened}");
     ws
 }
 
@@ -54,11 +51,6 @@ async fn read_result(model: &ModelServer, n: usize) -> String {
         .unwrap_or_else(|| panic!("request {n} has no tool result: {}", requests[n].body))
         .1
         .clone()
-}
-
-async fn clients(ws: &mut Ws) -> u64 {
-    let status = ws.request("serve/status", json!(null)).await;
-    status["result"]["clients"].as_u64().expect("clients")
 }
 
 #[tokio::test]
@@ -75,10 +67,9 @@ async fn concurrent_turns_read_their_own_windows_buffers_and_disk_once_the_windo
 
     let mut a = window(&serve, workspace.path(), "unsaved in window A\n", json!({})).await;
     let mut b = window(&serve, workspace.path(), "unsaved in window B\n", json!({})).await;
+    // Each window follows the session it made.
     let session_a = a.new_session(model_a.session_config()).await;
     let session_b = b.new_session(model_b.session_config()).await;
-    a.attach(&session_a).await;
-    b.attach(&session_b).await;
 
     // Both turns run at once; B prompted last.
     let prompt_a = a.start_prompt(&session_a, "read a.txt").await;
@@ -116,22 +107,25 @@ async fn concurrent_turns_read_their_own_windows_buffers_and_disk_once_the_windo
     let asked = c
         .wait_for(|m| m["method"] == "tandem/requestPermission")
         .await;
+    let mut control = Control::connect(&serve).await;
+    let before = control.clients().await;
     a.close().await;
     let deadline = tokio::time::Instant::now() + crate::support::client::WAIT;
-    while clients(&mut c).await != 2 {
+    while control.clients().await != before - 1 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "window A never left"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let answered = c
-        .request(
-            "tandem/respond",
-            json!({"id": asked["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}),
-        )
-        .await;
-    assert_eq!(answered["result"]["delivered"], true, "{answered}");
+    c.answer(
+        &asked["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
+    )
+    .await;
+    // The answer counted: the command ran, and the turn went on to read.
+    let ran = read_result(&model_a, 3).await;
+    assert!(ran.contains("exit code 0"), "{ran}");
     let read_disk = read_result(&model_a, 4).await;
     assert!(read_disk.contains("on disk"), "{read_disk}");
     assert!(!read_disk.contains("window"), "{read_disk}");
@@ -172,7 +166,6 @@ async fn a_turns_edit_goes_to_the_window_that_opened_it_even_after_another_windo
     let mut config = model.session_config();
     config["approval"] = json!({"mode": "review"});
     let session = a.new_session(config).await;
-    a.attach(&session).await;
     let mut b = serve.client().await;
     b.initialize(&root, edit_caps(false)).await;
     b.attach(&session).await;
@@ -189,17 +182,17 @@ async fn a_turns_edit_goes_to_the_window_that_opened_it_even_after_another_windo
             && u["messageIds"] == json!(["m2"])
     })
     .await;
-    a.request(
-        "tandem/respond",
-        json!({"id": asked["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}),
+    a.answer(
+        &asked["id"],
+        json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}),
     )
     .await;
 
     // The edit of A's turn goes to A, never to B.
     let edit = a.wait_for(|m| m["method"] == "workspace/applyEdit").await;
-    a.request(
-        "tandem/respond",
-        json!({"id": edit["id"], "result": {"applied": false, "failureReason": "not now"}}),
+    a.answer(
+        &edit["id"],
+        json!({"applied": false, "failureReason": "not now"}),
     )
     .await;
     assert_eq!(a.response(first).await["result"]["stopReason"], "end_turn");

@@ -7,6 +7,7 @@ mod attach;
 mod attach_follow;
 mod buffers;
 mod cancel;
+mod control;
 mod durable;
 mod images;
 mod instructions;

@@ -1,6 +1,7 @@
 //! The serve's Unix socket `$TANDEM_HOME/serve.sock`: what the shims reach
-//! it over, guarded by the same handshake as the TCP port, mode 0600, and
-//! not in the way of the next serve after a crash.
+//! it over, guarded by the same checks as the TCP port (for the editors'
+//! tunnels and the control WebSocket alike), mode 0600, and not in the way
+//! of the next serve after a crash.
 
 use std::collections::HashSet;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -14,9 +15,10 @@ use serde_json::{json, Value};
 use tokio_util::compat::Compat;
 
 use super::{
-    attach_options, poll_until, read_serve_json, serve_command, spawn_serve, Serve, StopOnDrop,
+    attach_options, poll_until, read_serve_json, serve_command, spawn_serve, tunnel,
+    upgrade_headers, Serve, StopOnDrop,
 };
-use crate::support::client::{Editor, WAIT};
+use crate::support::client::{file_uri, frame, read_frames, Editor, WAIT};
 
 /// The inodes of the sockets process `pid` has open.
 fn socket_inodes(pid: u32) -> HashSet<u64> {
@@ -126,6 +128,102 @@ async fn handshake_unix(
         .await
 }
 
+/// An editor's tunnel (`GET /lsp` or `/acp`, `Upgrade: tandem`) over the
+/// socket at `socket` with these headers: the connection after the `101`
+/// with what followed it, or the status the serve answered instead.
+async fn tunnel_unix(
+    socket: &Path,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<(tokio::net::UnixStream, Vec<u8>), u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {}: {e}", socket.display()));
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        if let Some(at) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let n = stream.read(&mut chunk).await.expect("read the answer");
+        assert!(n > 0, "the serve closed before answering: {head:?}");
+        head.extend_from_slice(&chunk[..n]);
+    };
+    let status: u16 = String::from_utf8_lossy(&head[..end])
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("an HTTP status");
+    if status != 101 {
+        return Err(status);
+    }
+    Ok((stream, head.split_off(end)))
+}
+
+/// The status of a tunnel over the socket with `authorization` (and
+/// `Upgrade: tandem`) and `extra` headers; `None` for `101`.
+async fn unix_tunnel_refusal(
+    socket: &Path,
+    path: &str,
+    authorization: Option<&str>,
+    extra: &[(&str, &str)],
+) -> Option<u16> {
+    let mut headers = vec![("Connection", "Upgrade"), ("Upgrade", "tandem")];
+    if let Some(value) = authorization {
+        headers.push(("Authorization", value));
+    }
+    headers.extend_from_slice(extra);
+    tunnel_unix(socket, path, &headers).await.err()
+}
+
+/// An editor's connection over the socket: its writing half (dropping it
+/// ends the connection) and what the serve sends.
+type UnixEditor = (
+    tokio::net::unix::OwnedWriteHalf,
+    tokio::sync::mpsc::UnboundedReceiver<Value>,
+);
+
+/// An LSP tunnel with the token over the socket, initialized: its
+/// `initialize` answer, and the open connection.
+async fn lsp_over_socket(socket: &Path, token: &str) -> (Value, UnixEditor) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let headers = upgrade_headers(token);
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let (stream, leftover) = tunnel_unix(socket, "/lsp", &headers)
+        .await
+        .unwrap_or_else(|status| panic!("/lsp over the socket answered {status}"));
+    let (read, mut write) = stream.into_split();
+    let root = tempfile::tempdir().unwrap();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"processId": null, "rootUri": file_uri(root.path()), "capabilities": {}}});
+    write
+        .write_all(&frame(initialize.to_string().as_bytes()))
+        .await
+        .unwrap();
+    let (sink, mut messages) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(read_frames(
+        std::io::Cursor::new(leftover).chain(read),
+        sink,
+    ));
+    let answer = loop {
+        let message = tokio::time::timeout(WAIT, messages.recv())
+            .await
+            .expect("initialize's answer in time")
+            .expect("the tunnel stays open");
+        if message["id"] == 1 {
+            break message;
+        }
+    };
+    (answer, (write, messages))
+}
+
 fn refused_with(result: Result<impl Sized, WsHandshakeError>) -> Option<u16> {
     match result {
         Err(WsHandshakeError::Rejected { status_code, .. }) => Some(status_code),
@@ -196,9 +294,57 @@ async fn over_the_socket_no_token_a_wrong_token_and_a_browser_origin_are_refused
         ),
         Some(403)
     );
+    // The editors' tunnels over the socket: the same checks.
+    for tunnel_path in ["/lsp", "/acp"] {
+        assert_eq!(
+            unix_tunnel_refusal(&path, tunnel_path, None, &[]).await,
+            Some(401),
+            "{tunnel_path}"
+        );
+        assert_eq!(
+            unix_tunnel_refusal(&path, tunnel_path, Some(&wrong), &[]).await,
+            Some(401),
+            "{tunnel_path}"
+        );
+        assert_eq!(
+            unix_tunnel_refusal(
+                &path,
+                tunnel_path,
+                Some(&bearer),
+                &[("Origin", "https://evil.example")]
+            )
+            .await,
+            Some(403),
+            "{tunnel_path}"
+        );
+        assert_eq!(
+            tunnel_unix(
+                &path,
+                tunnel_path,
+                &[("Authorization", &bearer), ("Upgrade", "websocket")]
+            )
+            .await
+            .err(),
+            Some(426),
+            "{tunnel_path}"
+        );
+    }
     let status = status_over_socket(&path, &token).await;
     assert_eq!(status["pid"], serve.info["pid"], "{status}");
-    assert!(serve.stderr().contains("refused a connection"));
+    let (initialized, _editor) = lsp_over_socket(&path, &token).await;
+    assert_eq!(
+        initialized["result"]["capabilities"]["experimental"]["tandem"]["serve"],
+        json!({"port": serve.port(), "pid": serve.info["pid"]}),
+        "{initialized}"
+    );
+    let log = serve.stderr();
+    assert!(log.contains("refused a connection"), "{log}");
+    assert!(
+        log.lines().any(|l| l.contains("a client connected")
+            && l.contains("transport=\"unix\"")
+            && l.contains("/lsp")),
+        "{log}"
+    );
 }
 
 #[tokio::test]
@@ -206,9 +352,40 @@ async fn the_connection_limit_counts_both_listeners() {
     let serve = Serve::start_with("[serve]\nmax_connections = 1\n").await;
     let path = socket_of(&serve);
     let bearer = format!("Bearer {}", serve.token());
-    let _tcp = serve.client().await;
+    let tcp = serve.client().await;
     assert_eq!(
         refused_with(handshake_unix(&path, &[("authorization", &bearer)]).await),
+        Some(429)
+    );
+    for tunnel_path in ["/lsp", "/acp"] {
+        assert_eq!(
+            unix_tunnel_refusal(&path, tunnel_path, Some(&bearer), &[]).await,
+            Some(429),
+            "{tunnel_path}"
+        );
+    }
+    // The other way round: an editor on the socket fills the TCP port.
+    tcp.close().await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let _unix = loop {
+        let headers = upgrade_headers(&serve.token());
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        match tunnel_unix(&path, "/lsp", &headers).await {
+            Ok(open) => break open,
+            Err(429) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await
+            }
+            Err(status) => panic!("the closed TCP tunnel still counts: {status}"),
+        }
+    };
+    let headers = upgrade_headers(&serve.token());
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    assert_eq!(
+        tunnel(serve.port(), "/lsp", &headers).await.err(),
+        Some(429)
+    );
+    assert_eq!(
+        refused_with(super::control::handshake(serve.port(), &[("authorization", &bearer)]).await),
         Some(429)
     );
 }
@@ -282,6 +459,7 @@ async fn a_client_on_the_socket_keeps_the_serve_from_idling_out_and_idle_exit_re
     let (mut tx, rx) = handshake_unix(&path, &[("authorization", &bearer)])
         .await
         .expect("connect over the socket");
+    let (_, editor) = lsp_over_socket(&path, &serve.token()).await;
     let connected_for = std::time::Instant::now();
     poll_until("a second of connection", || {
         connected_for.elapsed().as_millis() > 1000
@@ -291,8 +469,19 @@ async fn a_client_on_the_socket_keeps_the_serve_from_idling_out_and_idle_exit_re
         serve.child.try_wait().unwrap().is_none(),
         "exited with a client connected over the socket"
     );
+    // The control connection goes; the editor's tunnel alone holds it.
     let _ = tx.close().await;
     drop((tx, rx));
+    let alone_for = std::time::Instant::now();
+    poll_until("a second of the editor alone", || {
+        alone_for.elapsed().as_millis() > 1000
+    })
+    .await;
+    assert!(
+        serve.child.try_wait().unwrap().is_none(),
+        "exited with an editor's tunnel open over the socket"
+    );
+    drop(editor);
     assert!(serve.wait().await.success());
     assert!(
         std::fs::symlink_metadata(&path).is_err(),
