@@ -113,6 +113,9 @@ impl Turn<'_> {
         if kept > 0 {
             tracing::debug!(kept, took = ?started.elapsed(), "old messages kept serialized only");
         }
+        // Idle before the end is told: an editor that acts on `turn_end`
+        // at once (a rewind, a listing) finds the session idle.
+        self.session.set_idle();
         self.record(Event::TurnEnd {
             turn_id: self.turn_id.clone(),
             stop_reason: end.reason,
