@@ -8,11 +8,13 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use serde::Deserialize;
-use serde_json::{json, Value};
+use agent_client_protocol_schema::v1 as acp;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use super::model_options::ConfigStates;
 use super::session_updates;
+use super::wire::to_wire;
 use crate::core::log::{EventSink, LoggedEvent};
 use crate::core::output_budget::OutputBudget;
 use crate::frontend::coalesce::is_chunk;
@@ -56,13 +58,29 @@ impl AcpSink {
     }
 }
 
-/// A `session/update` notification.
+/// A `session/update` notification of an update's JSON.
 pub(crate) fn update_message(session_id: &str, update: Value) -> Value {
-    json!({
-        "jsonrpc": "2.0",
-        "method": "session/update",
-        "params": {"sessionId": session_id, "update": update},
+    to_wire(UpdateNotification {
+        jsonrpc: "2.0",
+        method: "session/update",
+        params: UpdateParams { session_id, update },
     })
+}
+
+/// [`session_updates::UpdateMessage`] around an update already made JSON
+/// (the mode's config options, a slash command's reply, the serve's).
+#[derive(Serialize)]
+struct UpdateNotification<'a> {
+    jsonrpc: &'static str,
+    method: &'static str,
+    params: UpdateParams<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct UpdateParams<'a> {
+    session_id: &'a str,
+    update: Value,
 }
 
 /// The `session/update` body of a streamed chunk, made when the stdout
@@ -145,14 +163,18 @@ pub(crate) fn acp_updates_of(update: Value) -> Vec<Value> {
 /// the model's config options (with the context in use), every other kind
 /// through the schema's types.
 fn typed_updates(update: protocol::SessionUpdate) -> Vec<Value> {
-    if let protocol::SessionUpdate::Usage { .. } = update {
-        return serde_json::to_value(&update)
-            .ok()
-            .and_then(|u| super::model_options::usage_update(&u))
+    let updates = match update {
+        protocol::SessionUpdate::Usage {
+            call,
+            turn,
+            session,
+            context,
+        } => super::model_options::usage_update(call, turn, session, context)
             .into_iter()
-            .collect();
-    }
-    session_updates::acp_updates(update)
+            .collect(),
+        update => session_updates::acp_updates(update),
+    };
+    updates
         .iter()
         .filter_map(session_updates::update_value)
         .collect()
@@ -161,27 +183,28 @@ fn typed_updates(update: protocol::SessionUpdate) -> Vec<Value> {
 /// ACP's stop reasons are fewer than tandem's: the closest one, and
 /// tandem's own when it says more (for `_meta.tandem.stopReason`). An
 /// `error` turn becomes a JSON-RPC error instead.
-pub(super) fn acp_stop_reason(reason: StopReason) -> (&'static str, Option<&'static str>) {
+pub(super) fn acp_stop_reason(reason: StopReason) -> (acp::StopReason, Option<&'static str>) {
+    use acp::StopReason as Acp;
     let acp = match reason {
-        StopReason::EndTurn => return ("end_turn", None),
-        StopReason::MaxTokens => return ("max_tokens", None),
-        StopReason::Refusal => return ("refusal", None),
-        StopReason::Cancelled => return ("cancelled", None),
-        StopReason::MaxIterations => return ("max_turn_requests", None),
+        StopReason::EndTurn => return (Acp::EndTurn, None),
+        StopReason::MaxTokens => return (Acp::MaxTokens, None),
+        StopReason::Refusal => return (Acp::Refusal, None),
+        StopReason::Cancelled => return (Acp::Cancelled, None),
+        StopReason::MaxIterations => return (Acp::MaxTurnRequests, None),
         // The session's token budget ran out: no more tokens.
-        StopReason::TokenBudget => "max_tokens",
+        StopReason::TokenBudget => Acp::MaxTokens,
         // A money or token cap of `[budget]` stopped the next call.
-        StopReason::BudgetExceeded => "max_tokens",
+        StopReason::BudgetExceeded => Acp::MaxTokens,
         // The request outgrew the model's context: a token limit.
-        StopReason::ContextOverflow => "max_tokens",
+        StopReason::ContextOverflow => Acp::MaxTokens,
         // Compactions that went nowhere, like a loop: a runaway turn.
-        StopReason::CompactionSpiral => "max_turn_requests",
+        StopReason::CompactionSpiral => Acp::MaxTurnRequests,
         // The loop detector stopped a model repeating its tool calls: too
         // many requests that went nowhere.
-        StopReason::LoopDetected => "max_turn_requests",
+        StopReason::LoopDetected => Acp::MaxTurnRequests,
         // A hook or the mode refused to go on.
-        StopReason::Blocked => "refusal",
-        StopReason::Timeout | StopReason::Interrupted | StopReason::Error => "end_turn",
+        StopReason::Blocked => Acp::Refusal,
+        StopReason::Timeout | StopReason::Interrupted | StopReason::Error => Acp::EndTurn,
     };
     (acp, Some(reason.as_str()))
 }
@@ -189,47 +212,54 @@ pub(super) fn acp_stop_reason(reason: StopReason) -> (&'static str, Option<&'sta
 /// The `session/prompt` result of a turn that ended with `reason`.
 pub(crate) fn prompt_result(reason: StopReason) -> Value {
     let (acp, tandem) = acp_stop_reason(reason);
-    match tandem {
-        Some(tandem) => json!({"stopReason": acp, "_meta": {"tandem": {"stopReason": tandem}}}),
-        None => json!({"stopReason": acp}),
-    }
+    let meta = tandem.map(|tandem| {
+        let tandem = Map::from_iter([("stopReason".to_string(), Value::from(tandem))]);
+        Map::from_iter([("tandem".to_string(), Value::Object(tandem))])
+    });
+    to_wire(acp::PromptResponse::new(acp).meta(meta))
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+    use acp::StopReason as Acp;
 
     #[test]
     fn stop_reasons_map_onto_acps_five_with_tandems_in_meta() {
-        assert_eq!(acp_stop_reason(StopReason::EndTurn), ("end_turn", None));
+        assert_eq!(acp_stop_reason(StopReason::EndTurn), (Acp::EndTurn, None));
         assert_eq!(
             acp_stop_reason(StopReason::MaxIterations),
-            ("max_turn_requests", None)
+            (Acp::MaxTurnRequests, None)
         );
         assert_eq!(
             acp_stop_reason(StopReason::TokenBudget),
-            ("max_tokens", Some("token_budget"))
+            (Acp::MaxTokens, Some("token_budget"))
         );
-        assert_eq!(acp_stop_reason(StopReason::Cancelled), ("cancelled", None));
+        assert_eq!(
+            acp_stop_reason(StopReason::Cancelled),
+            (Acp::Cancelled, None)
+        );
         assert_eq!(
             acp_stop_reason(StopReason::BudgetExceeded),
-            ("max_tokens", Some("budget_exceeded"))
+            (Acp::MaxTokens, Some("budget_exceeded"))
         );
         assert_eq!(
             acp_stop_reason(StopReason::ContextOverflow),
-            ("max_tokens", Some("context_overflow"))
+            (Acp::MaxTokens, Some("context_overflow"))
         );
         assert_eq!(
             acp_stop_reason(StopReason::CompactionSpiral),
-            ("max_turn_requests", Some("compaction_spiral"))
+            (Acp::MaxTurnRequests, Some("compaction_spiral"))
         );
         assert_eq!(
             acp_stop_reason(StopReason::LoopDetected),
-            ("max_turn_requests", Some("loop_detected"))
+            (Acp::MaxTurnRequests, Some("loop_detected"))
         );
         assert_eq!(
             acp_stop_reason(StopReason::Blocked),
-            ("refusal", Some("blocked"))
+            (Acp::Refusal, Some("blocked"))
         );
         assert_eq!(
             prompt_result(StopReason::Timeout),

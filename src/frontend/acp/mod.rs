@@ -39,7 +39,7 @@ pub(crate) mod wire;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::{AsyncRead, BufReader};
 
 use self::client::AcpClient;
@@ -53,7 +53,7 @@ use crate::core::daemon::{Daemon, DaemonOptions};
 use crate::core::log::Durability;
 
 /// The ACP protocol version this frontend speaks.
-pub const ACP_PROTOCOL_VERSION: u32 = 1;
+pub const ACP_PROTOCOL_VERSION: u16 = 1;
 
 /// Serves ACP on stdin/stdout until EOF.
 pub async fn serve<R>(stdin: R, home: PathBuf, durability: Durability)
@@ -111,9 +111,8 @@ where
             if let (Some(id), Some(reply)) = (id, reply) {
                 let message = match reply {
                     Ok(result) => {
-                        let message = json!({"jsonrpc": "2.0", "id": id, "result": result});
-                        out.send_json(&message);
-                        agent.after_reply(&method, &params, &message["result"]);
+                        out.send_json(&wire::result_response(&id, &result));
+                        agent.after_reply(&method, &params, &result);
                         return;
                     }
                     Err(mut error) => {

@@ -22,9 +22,19 @@ pub(crate) struct UpdateMessage {
 
 impl UpdateMessage {
     pub(crate) fn new(session_id: &str, update: acp::SessionUpdate) -> UpdateMessage {
+        UpdateMessage::on("session/update", session_id, update)
+    }
+
+    /// The same notification as `method` (the serve's `tandem/update` has
+    /// `session/update`'s params for the kinds both share).
+    pub(crate) fn on(
+        method: &'static str,
+        session_id: &str,
+        update: acp::SessionUpdate,
+    ) -> UpdateMessage {
         UpdateMessage {
             jsonrpc: "2.0",
-            method: "session/update",
+            method,
             params: acp::SessionNotification::new(acp::SessionId::new(session_id), update),
         }
     }
@@ -68,12 +78,7 @@ pub(crate) fn acp_updates(update: Tandem) -> Vec<acp::SessionUpdate> {
                 .kind(tool_kind(&kind))
                 .status(tool_status(&status))
                 .raw_input(raw_input)
-                .meta(tandem_meta(mcp.map(|m| {
-                    (
-                        "mcp",
-                        serde_json::json!({"server": m.server, "tool": m.tool}),
-                    )
-                }))),
+                .meta(tandem_meta(mcp.map(|m| ("mcp", super::wire::to_wire(m))))),
         ),
         Tandem::ToolCallUpdate {
             tool_call_id,
