@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 use crate::vocab::bridge::{BridgeOutcome, Question, UserInputRequest};
+use crate::vocab::tool_call::ToolKind;
 
 pub struct RequestUserInput;
 
@@ -70,8 +71,8 @@ impl Tool for RequestUserInput {
         ApprovalClass::None
     }
 
-    fn kind(&self) -> &'static str {
-        "think"
+    fn kind(&self) -> ToolKind {
+        ToolKind::Think
     }
 
     fn title(&self, _args: &Value) -> String {

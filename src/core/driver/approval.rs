@@ -257,7 +257,7 @@ pub(super) async fn approve(
         session_id: session.id.clone(),
         tool_call_id: ctx.call_id.clone(),
         title,
-        kind: tool.kind().to_string(),
+        kind: tool.kind(),
         raw_input: args.clone(),
         always_scope: scope.clone(),
         text,

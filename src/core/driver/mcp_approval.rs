@@ -85,7 +85,7 @@ pub(super) async fn approve_mcp(
             target.tool,
             short(&args.to_string())
         ),
-        kind: tool.kind().to_string(),
+        kind: tool.kind(),
         raw_input: args.clone(),
         always_scope: Some(scope.clone()),
         // What the call would do, in the request itself (issue 29).

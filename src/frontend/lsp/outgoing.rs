@@ -18,6 +18,10 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::OutboundQueue;
+use crate::protocol::{
+    ContentBlock, PermissionOption, PermissionOptionKind, PermissionToolCall,
+    RequestPermissionParams, ToolCallContent, ToolCallStatus, ToolKind,
+};
 use crate::vocab::bridge::{
     ApplyEditRequest, ApplyEditResponse, BridgeOutcome, ClientAbilities, ClientBridge,
     PermissionAnswer, PermissionChoice, PermissionRequest, UserInputRequest,
@@ -232,24 +236,8 @@ impl ClientBridge for Outgoing {
                 "the editor cannot answer permission requests".to_string(),
             );
         }
-        // "Always" is offered only when there is something to remember (a
-        // command's scope); a choice that would remember nothing is not
-        // shown as if it did. Every option has a kind of its own: clients
-        // bind their keys by kind.
-        let mut options =
-            vec![json!({"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"})];
-        if let Some(scope) = request.always_scope.as_deref() {
-            options.push(json!({"optionId": "allow_always", "name": format!("Always allow `{scope}` in this session"), "kind": "allow_always"}));
-        }
-        options.push(json!({"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}));
-        if let Some(scope) = request.always_scope.as_deref() {
-            options.push(json!({"optionId": "reject_always", "name": format!("Always reject `{scope}` in this session"), "kind": "reject_always"}));
-        }
-        let params = json!({
-            "sessionId": request.session_id,
-            "toolCall": permission_tool_call(&request, self.permission_method),
-            "options": options,
-        });
+        let params = serde_json::to_value(permission_params(&request, self.permission_method))
+            .unwrap_or(Value::Null);
         permission_answer(self.request(self.permission_method, params, cancel).await)
     }
 
@@ -375,36 +363,65 @@ pub(crate) fn permission_answer(outcome: BridgeOutcome<Value>) -> BridgeOutcome<
     }
 }
 
-/// The `toolCall` of a permission request: the call as its `tool_call`
-/// showed it, with what is approved in its `content` (the command, the
-/// reason for asking again, each file's diff), so a client that kept no
-/// earlier update still shows what it asks about.
-fn permission_tool_call(request: &PermissionRequest, method: &str) -> Value {
-    let mut content: Vec<Value> = Vec::new();
+/// `tandem/requestPermission`'s params: the call as its `tool_call` showed
+/// it, with what is approved in its `content` (the command, the reason for
+/// asking again, each file's diff), so a client that kept no earlier
+/// update still shows what it asks about; and the choices. "Always" is
+/// offered only when there is something to remember (a command's scope); a
+/// choice that would remember nothing is not shown as if it did. Every
+/// option has a kind of its own: clients bind their keys by kind.
+fn permission_params(request: &PermissionRequest, method: &str) -> RequestPermissionParams {
+    let mut content = Vec::new();
     if let Some(text) = &request.text {
-        content.push(json!({"type": "content", "content": {"type": "text", "text": text}}));
+        content.push(ToolCallContent::Content {
+            content: ContentBlock::Text { text: text.clone() },
+        });
     }
     for diff in &request.diffs {
-        let mut block = json!({"type": "diff", "path": diff.path, "newText": diff.new_text});
-        if let Some(old) = &diff.old_text {
-            block["oldText"] = json!(old);
-        }
-        content.push(block);
+        content.push(ToolCallContent::Diff {
+            path: diff.path.clone(),
+            old_text: diff.old_text.clone(),
+            new_text: diff.new_text.clone(),
+        });
     }
-    let mut call = json!({
-        "toolCallId": request.tool_call_id,
-        "title": request.title,
-        // ACP has no `mcp` kind: an MCP tool is `other` there.
-        "kind": if request.kind == "mcp" && method == "session/request_permission" {
-            "other"
-        } else {
-            request.kind.as_str()
+    // ACP has no `mcp` kind: an MCP tool is `other` there.
+    let kind = match request.kind {
+        ToolKind::Mcp if method == "session/request_permission" => ToolKind::Other,
+        kind => kind,
+    };
+    use PermissionOptionKind as Kind;
+    let option = |id: &str, kind, name: String| PermissionOption {
+        option_id: id.to_string(),
+        name,
+        kind,
+    };
+    let scope = request.always_scope.as_deref();
+    let mut options = vec![option("allow_once", Kind::AllowOnce, "Allow once".into())];
+    if let Some(scope) = scope {
+        options.push(option(
+            "allow_always",
+            Kind::AllowAlways,
+            format!("Always allow `{scope}` in this session"),
+        ));
+    }
+    options.push(option("reject_once", Kind::RejectOnce, "Reject".into()));
+    if let Some(scope) = scope {
+        options.push(option(
+            "reject_always",
+            Kind::RejectAlways,
+            format!("Always reject `{scope}` in this session"),
+        ));
+    }
+    RequestPermissionParams {
+        session_id: request.session_id.clone(),
+        tool_call: PermissionToolCall {
+            tool_call_id: request.tool_call_id.clone(),
+            title: request.title.clone(),
+            kind,
+            status: ToolCallStatus::Pending,
+            raw_input: request.raw_input.clone(),
+            content,
         },
-        "status": "pending",
-        "rawInput": request.raw_input,
-    });
-    if !content.is_empty() {
-        call["content"] = json!(content);
+        options,
     }
-    call
 }

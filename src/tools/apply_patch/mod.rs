@@ -53,6 +53,7 @@ use super::patch::parse_patch;
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::{BridgeOutcome, PermissionRequest};
+use crate::vocab::tool_call::ToolKind;
 
 pub struct ApplyPatch;
 
@@ -120,8 +121,8 @@ impl Tool for ApplyPatch {
         ApprovalClass::Edit
     }
 
-    fn kind(&self) -> &'static str {
-        "edit"
+    fn kind(&self) -> ToolKind {
+        ToolKind::Edit
     }
 
     fn title(&self, args: &Value) -> String {
@@ -219,7 +220,7 @@ async fn review(plan: &Arc<Plan>, raw_args: Value, ctx: &ToolContext) -> Result<
         session_id: ctx.session_id.clone(),
         tool_call_id: ctx.call_id.clone(),
         title: format!("Patch: {}", plan.summary),
-        kind: "edit".to_string(),
+        kind: ToolKind::Edit,
         raw_input: raw_args,
         always_scope: None,
         text: None,
