@@ -277,10 +277,11 @@ impl ClientBridge for Outgoing {
                 "the editor cannot apply workspace edits".to_string(),
             );
         }
-        let params = json!({
-            "label": request.label,
-            "edit": super::workspace_edit::workspace_edit_json(&request.edit),
-        });
+        let params = serde_json::to_value(ApplyEditParams {
+            label: request.label,
+            edit: super::workspace_edit::workspace_edit_json(&request.edit),
+        })
+        .unwrap_or(Value::Null);
         match self.request("workspace/applyEdit", params, cancel).await {
             BridgeOutcome::Answered(result) => BridgeOutcome::Answered(ApplyEditResponse {
                 applied: result
@@ -363,6 +364,14 @@ pub(crate) fn permission_answer(outcome: BridgeOutcome<Value>) -> BridgeOutcome<
     }
 }
 
+/// `workspace/applyEdit` params: lsp-types' `ApplyWorkspaceEditParams`
+/// with the edit as `workspace_edit_json` writes it.
+#[derive(serde::Serialize)]
+struct ApplyEditParams {
+    label: String,
+    edit: Value,
+}
+
 /// `tandem/requestPermission`'s params: the call as its `tool_call` showed
 /// it, with what is approved in its `content` (the command, the reason for
 /// asking again, each file's diff), so a client that kept no earlier
@@ -423,5 +432,73 @@ fn permission_params(request: &PermissionRequest, method: &str) -> RequestPermis
             content,
         },
         options,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::vocab::event::FileDiff;
+
+    fn request(kind: ToolKind, scope: Option<&str>) -> PermissionRequest {
+        PermissionRequest {
+            session_id: "a724d54fff2b4a38a9b6eb5258a5217c".into(),
+            tool_call_id: "call_7".into(),
+            title: "Run `cargo test`".into(),
+            kind,
+            raw_input: json!({"cmd": "cargo test"}),
+            always_scope: scope.map(str::to_string),
+            text: Some("$ cargo test".into()),
+            diffs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_permission_request_is_protocol_mds_example() {
+        let params = permission_params(
+            &request(ToolKind::Execute, Some("cargo test")),
+            "tandem/requestPermission",
+        );
+        assert_eq!(
+            serde_json::to_value(params).unwrap(),
+            json!({
+              "sessionId":"a724d54fff2b4a38a9b6eb5258a5217c",
+              "toolCall":{"toolCallId":"call_7","title":"Run `cargo test`","kind":"execute","status":"pending","rawInput":{"cmd":"cargo test"},
+                "content":[{"type":"content","content":{"type":"text","text":"$ cargo test"}}]},
+              "options":[
+                {"optionId":"allow_once","name":"Allow once","kind":"allow_once"},
+                {"optionId":"allow_always","name":"Always allow `cargo test` in this session","kind":"allow_always"},
+                {"optionId":"reject_once","name":"Reject","kind":"reject_once"},
+                {"optionId":"reject_always","name":"Always reject `cargo test` in this session","kind":"reject_always"}]})
+        );
+    }
+
+    #[test]
+    fn a_patch_request_has_its_diffs_no_always_and_mcp_is_tandems_kind() {
+        let mut patch = request(ToolKind::Mcp, None);
+        patch.text = None;
+        patch.diffs = vec![FileDiff {
+            path: "/w/a.rs".into(),
+            old_text: Some("x".into()),
+            new_text: "y".into(),
+        }];
+        let params =
+            serde_json::to_value(permission_params(&patch, "tandem/requestPermission")).unwrap();
+        assert_eq!(params["toolCall"]["kind"], "mcp");
+        assert_eq!(
+            params["toolCall"]["content"],
+            json!([{"type": "diff", "path": "/w/a.rs", "oldText": "x", "newText": "y"}])
+        );
+        let kinds: Vec<&str> = params["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["allow_once", "reject_once"]);
+        let acp = permission_params(&patch, "session/request_permission");
+        assert_eq!(acp.tool_call.kind, ToolKind::Other);
     }
 }

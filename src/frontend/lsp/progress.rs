@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tower_lsp::lsp_types::{NumberOrString, WorkDoneProgressCreateParams};
 
 use super::outgoing::Outgoing;
 use super::OutboundQueue;
@@ -152,7 +153,10 @@ impl Progress {
                 std::time::Duration::from_secs(10),
                 outgoing.request(
                     "window/workDoneProgress/create",
-                    json!({"token": token}),
+                    serde_json::to_value(WorkDoneProgressCreateParams {
+                        token: NumberOrString::String(token.clone()),
+                    })
+                    .unwrap_or(Value::Null),
                     &CancellationToken::new(),
                 ),
             )
