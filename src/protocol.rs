@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::vocab::checkpoint::RewindStatus;
-pub use crate::vocab::event::{InputQueue, InputStatus};
+pub use crate::vocab::event::{InputQueue, InputStatus, StopReason};
 pub use crate::vocab::plan::{PlanPriority, PlanStatus};
-pub use crate::vocab::tool_call::{ToolCallStatus, ToolKind};
+pub use crate::vocab::tool_call::{ToolCallStatus, ToolKind, WaitingFor};
 
 /// Version of the tandem extension protocol, announced in
 /// `initialize` as `capabilities.experimental.tandem.protocolVersion`.
@@ -202,7 +202,7 @@ pub struct PromptResult {
     /// the inbox) before its turn started.
     pub turn_id: Option<String>,
     /// One of the stop reasons in protocol.md.
-    pub stop_reason: String,
+    pub stop_reason: StopReason,
     /// Why the turn stopped, for reasons other than `end_turn`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -405,7 +405,7 @@ pub enum SessionUpdate {
         /// tandem extension: the call waits for the user (`permission`,
         /// `input`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        waiting_for: Option<String>,
+        waiting_for: Option<WaitingFor>,
         /// ACP's: the places the call reads or changes.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         locations: Vec<WireLocation>,
@@ -457,7 +457,7 @@ pub enum SessionUpdate {
     },
     #[serde(rename_all = "camelCase")]
     TurnEnd {
-        stop_reason: String,
+        stop_reason: StopReason,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
         usage: WireUsage,
@@ -653,7 +653,7 @@ pub struct TaskEditResult {
 pub struct RunTaskResult {
     pub session_id: String,
     pub turn_id: Option<String>,
-    pub stop_reason: String,
+    pub stop_reason: StopReason,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub usage: WireUsage,

@@ -215,7 +215,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             status: Some(ToolCallStatus::Pending),
             content: Vec::new(),
             output_delta: None,
-            waiting_for: Some(waiting_for.clone()),
+            waiting_for: Some(*waiting_for),
             locations: Vec::new(),
         },
         Event::Plan { steps, .. } => SessionUpdate::Plan {
@@ -290,7 +290,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             cost_usd,
             ..
         } => SessionUpdate::TurnEnd {
-            stop_reason: stop_reason.as_str().to_string(),
+            stop_reason: *stop_reason,
             message: message.clone(),
             usage: priced(usage, *cost_usd),
         },
@@ -373,7 +373,7 @@ pub fn update_notification(session_id: &str, event: &LoggedEvent) -> Option<Vec<
 pub fn prompt_result(receipt: TurnReceipt) -> PromptResult {
     PromptResult {
         turn_id: receipt.turn_id,
-        stop_reason: receipt.stop_reason.as_str().to_string(),
+        stop_reason: receipt.stop_reason,
         message: receipt.message,
         usage: priced(&receipt.usage, receipt.cost_usd),
         message_id: None,

@@ -25,7 +25,7 @@ use super::exec::{
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::{BridgeOutcome, PermissionRequest, TerminalCommand, TerminalEnd};
-use crate::vocab::tool_call::ToolKind;
+use crate::vocab::tool_call::{ToolKind, WaitingFor};
 
 /// Longest timeout a call may ask for.
 const MAX_TIMEOUT: Duration = Duration::from_secs(600);
@@ -180,7 +180,7 @@ async fn ask_to_leave_the_sandbox(
     if !ctx.bridge.abilities().request_permission || ctx.cancel.is_cancelled() {
         return None;
     }
-    (ctx.emit)(ToolEvent::Waiting("permission"));
+    (ctx.emit)(ToolEvent::Waiting(WaitingFor::Permission));
     let request = PermissionRequest {
         session_id: ctx.session_id.clone(),
         tool_call_id: ctx.call_id.clone(),

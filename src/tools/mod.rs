@@ -30,7 +30,7 @@ use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::{ClientAbilities, ClientBridge, NoClient};
 pub use crate::vocab::event::McpTarget;
 use crate::vocab::plan::PlanStep;
-use crate::vocab::tool_call::ToolKind;
+use crate::vocab::tool_call::{ToolKind, WaitingFor};
 use crate::workspace::Workspace;
 
 /// Whether calls of a tool may run alongside others from the same response.
@@ -130,7 +130,7 @@ pub enum ToolEvent {
         steps: Vec<PlanStep>,
     },
     /// The call waits for the user: `permission` or `input`.
-    Waiting(&'static str),
+    Waiting(WaitingFor),
     /// The user decided on a request the tool made itself (a second
     /// request to run a command the sandbox refused outside it); logged
     /// as the call's `approval_decided`.

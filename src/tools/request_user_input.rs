@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 use crate::vocab::bridge::{BridgeOutcome, Question, UserInputRequest};
-use crate::vocab::tool_call::ToolKind;
+use crate::vocab::tool_call::{ToolKind, WaitingFor};
 
 pub struct RequestUserInput;
 
@@ -86,7 +86,7 @@ impl Tool for RequestUserInput {
                 "`questions` must have at least one question",
             ));
         }
-        (ctx.emit)(ToolEvent::Waiting("input"));
+        (ctx.emit)(ToolEvent::Waiting(WaitingFor::Input));
         let request = UserInputRequest {
             session_id: ctx.session_id.clone(),
             tool_call_id: ctx.call_id.clone(),

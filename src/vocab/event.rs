@@ -368,7 +368,7 @@ pub enum Event {
     ToolWaiting {
         turn_id: TurnId,
         call_id: String,
-        waiting_for: String,
+        waiting_for: super::tool_call::WaitingFor,
     },
     /// The user's (or the mode's) decision on a call that needed approval.
     /// `scope` is what `allow_always`/`reject_always` remember.

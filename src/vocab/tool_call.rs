@@ -1,5 +1,6 @@
 //! A tool call as editors see it: its kind (what icon and wording they
-//! give it) and its status. Both are ACP's sets, with tandem's `mcp` kind.
+//! give it), its status (ACP's sets, with tandem's `mcp` kind) and what it
+//! waits for.
 //!
 //! Invariant: a kind this build does not know (from a newer log) reads as
 //! `other`, so an old or new session log always loads.
@@ -46,6 +47,31 @@ pub enum ToolCallStatus {
     InProgress,
     Completed,
     Failed,
+}
+
+/// What a tool call waits for: the user's `permission` (asked, or the
+/// editor reviewing a patch) or their `input` (questions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitingFor {
+    Permission,
+    Input,
+}
+
+impl WaitingFor {
+    /// The wire's name.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            WaitingFor::Permission => "permission",
+            WaitingFor::Input => "input",
+        }
+    }
+}
+
+impl std::fmt::Display for WaitingFor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[cfg(test)]

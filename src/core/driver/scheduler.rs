@@ -260,7 +260,7 @@ fn call_context(
             ToolEvent::Waiting(what) => Event::ToolWaiting {
                 turn_id: turn_id.clone(),
                 call_id: call_id.clone(),
-                waiting_for: what.to_string(),
+                waiting_for: what,
             },
             ToolEvent::Decided {
                 decision,

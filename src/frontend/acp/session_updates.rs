@@ -107,7 +107,7 @@ pub(crate) fn acp_updates(update: Tandem) -> Vec<acp::SessionUpdate> {
             }
             let meta = tandem_meta(
                 [
-                    waiting_for.map(|w| ("waitingFor", Value::String(w))),
+                    waiting_for.map(|w| ("waitingFor", Value::from(w.as_str()))),
                     output_delta.map(|d| ("outputDelta", Value::String(d))),
                 ]
                 .into_iter()

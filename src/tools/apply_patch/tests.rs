@@ -384,7 +384,9 @@ async fn review_mode_sends_one_annotated_edit_and_reports_it_applied_once_the_bu
         .events
         .lock()
         .expect("lock")
-        .contains(&ToolEvent::Waiting("permission")));
+        .contains(&ToolEvent::Waiting(
+            crate::vocab::tool_call::WaitingFor::Permission
+        )));
 }
 
 #[tokio::test]
