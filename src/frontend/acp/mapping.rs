@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1 as acp;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::model_options::ConfigStates;
 use super::session_updates;
@@ -212,10 +212,7 @@ pub(super) fn acp_stop_reason(reason: StopReason) -> (acp::StopReason, Option<&'
 /// The `session/prompt` result of a turn that ended with `reason`.
 pub(crate) fn prompt_result(reason: StopReason) -> Value {
     let (acp, tandem) = acp_stop_reason(reason);
-    let meta = tandem.map(|tandem| {
-        let tandem = Map::from_iter([("stopReason".to_string(), Value::from(tandem))]);
-        Map::from_iter([("tandem".to_string(), Value::Object(tandem))])
-    });
+    let meta = session_updates::tandem_meta(tandem.map(|t| ("stopReason", Value::from(t))));
     to_wire(acp::PromptResponse::new(acp).meta(meta))
 }
 

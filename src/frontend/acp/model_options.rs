@@ -13,9 +13,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1 as acp;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::modes::{config_options, mode_state};
+use super::session_updates::tandem_meta;
 use super::wire::to_wire;
 use crate::protocol::{ModelState, WireContext, WireUsage};
 use crate::vocab::approval::ApprovalMode;
@@ -185,15 +186,11 @@ pub(crate) fn usage_update(
     context: Option<WireContext>,
 ) -> Option<acp::SessionUpdate> {
     let context = context?;
-    let tandem = Map::from_iter([
-        ("call".to_string(), to_wire(call)),
-        ("turn".to_string(), to_wire(turn)),
-        ("session".to_string(), to_wire(session)),
-    ]);
-    let mut usage = acp::UsageUpdate::new(context.used, context.size).meta(Map::from_iter([(
-        "tandem".to_string(),
-        Value::Object(tandem),
-    )]));
+    let mut usage = acp::UsageUpdate::new(context.used, context.size).meta(tandem_meta([
+        ("call", to_wire(call)),
+        ("turn", to_wire(turn)),
+        ("session", to_wire(session)),
+    ]));
     if let Some(amount) = session.cost_usd {
         usage = usage.cost(acp::Cost::new(amount, "USD"));
     }

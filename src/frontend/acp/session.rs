@@ -38,6 +38,7 @@ pub(super) const LIST_PAGE: usize = 20;
 #[path = "rewind_prompt.rs"]
 mod rewind_prompt;
 use super::rewind_command::{rewind_command, rewind_command_entry};
+use super::session_updates::tandem_meta;
 
 pub(super) struct Agent {
     pub(super) daemon: Arc<Daemon>,
@@ -535,20 +536,6 @@ pub(super) fn instructions_meta(session: &crate::core::session::Session) -> Opti
             &session.instructions(),
         )),
     )])
-}
-
-/// `_meta: {"tandem": {...}}` of tandem-only fields.
-pub(super) fn tandem_meta<'a>(
-    fields: impl IntoIterator<Item = (&'a str, Value)>,
-) -> Option<acp::Meta> {
-    let tandem: Map<String, Value> = fields
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    Some(Map::from_iter([(
-        "tandem".to_string(),
-        Value::Object(tandem),
-    )]))
 }
 
 /// The `{}` answer of a request that returns nothing.

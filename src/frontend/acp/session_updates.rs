@@ -240,7 +240,9 @@ fn plan_entry(entry: protocol::PlanEntry) -> acp::PlanEntry {
 }
 
 /// `_meta: {"tandem": {...}}` of tandem-only fields, or none.
-fn tandem_meta<'a>(fields: impl IntoIterator<Item = (&'a str, Value)>) -> Option<acp::Meta> {
+pub(super) fn tandem_meta<'a>(
+    fields: impl IntoIterator<Item = (&'a str, Value)>,
+) -> Option<acp::Meta> {
     let tandem: Map<String, Value> = fields
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
