@@ -22,7 +22,7 @@ use super::wire::{daemon_error, error_response, string_param};
 use super::ACP_PROTOCOL_VERSION;
 use crate::core::client::Client;
 use crate::core::daemon::{Daemon, NewSession};
-use crate::core::history::SessionSummary;
+use crate::core::history::{SessionState, SessionSummary};
 use crate::core::tasks::run::TaskError;
 use crate::frontend::additional_roots::{acp_additional_directories, additional_roots};
 use crate::frontend::models::model_state;
@@ -407,7 +407,7 @@ pub(crate) fn list_page(sessions: Vec<SessionSummary>, params: &Value) -> Result
     let matching: Vec<_> = sessions
         .into_iter()
         // A chat opened and never used is not one to go back to.
-        .filter(|s| s.state != "unreadable" && !s.workspace.is_empty() && !s.empty)
+        .filter(|s| s.state != SessionState::Unreadable && !s.workspace.is_empty() && !s.empty)
         .filter(|s| {
             cwd.as_deref().is_none_or(|cwd| {
                 s.workspace
@@ -426,7 +426,7 @@ pub(crate) fn list_page(sessions: Vec<SessionSummary>, params: &Value) -> Result
                 .title(s.title.clone())
                 .updated_at(s.updated.clone())
                 .meta(tandem_meta([
-                    ("state", Value::String(s.state.clone())),
+                    ("state", to_wire(s.state)),
                     ("turnCount", Value::from(s.turn_count)),
                 ]))
         })

@@ -42,9 +42,9 @@ fn summary(id: &str, workspace: &[&str]) -> SessionSummary {
         workspace: workspace.iter().map(|w| w.to_string()).collect(),
         created: "2026-01-01T00:00:00Z".into(),
         updated: "2026-01-02T00:00:00Z".into(),
-        state: "idle".into(),
+        state: crate::core::history::SessionState::Idle,
         turn_count: 2,
-        kind: "chat".into(),
+        kind: crate::core::history::SessionKind::Chat,
         empty: false,
     }
 }
