@@ -160,11 +160,18 @@ impl Agent {
         // written: give that memory back after them.
         drop(events);
         crate::frontend::memory::trim_when_idle();
-        // `session/resume`'s answer has `session/load`'s fields.
-        Ok(to_wire(
-            self.session_state(&session)
-                .meta(instructions_meta(&session)),
-        ))
+        let setup = self.session_state(&session);
+        let meta = instructions_meta(&session);
+        Ok(if resume {
+            to_wire(
+                acp::ResumeSessionResponse::new()
+                    .modes(setup.modes)
+                    .config_options(setup.config_options)
+                    .meta(meta),
+            )
+        } else {
+            to_wire(setup.meta(meta))
+        })
     }
 
     /// A session's modes and config options, which its later
