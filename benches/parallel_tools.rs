@@ -54,8 +54,8 @@ impl Tool for Nap {
     fn approval(&self) -> ApprovalClass {
         ApprovalClass::Read
     }
-    fn kind(&self) -> &'static str {
-        "other"
+    fn kind(&self) -> tandem::vocab::tool_call::ToolKind {
+        tandem::vocab::tool_call::ToolKind::Other
     }
     fn title(&self, _args: &Value) -> String {
         "Nap".to_string()

@@ -185,7 +185,7 @@ fn realistic_events() -> Vec<Event> {
                     name: "read_file".into(),
                     arguments: json!({"path": format!("src/mod_{turn}.rs"), "offset": step * 100}),
                     title: format!("Read src/mod_{turn}.rs"),
-                    kind: "read".into(),
+                    kind: tandem::vocab::tool_call::ToolKind::Read,
                     mcp: None,
                 });
                 events.push(Event::ToolStarted {

@@ -119,8 +119,8 @@ impl Tool for StampTool {
     fn approval(&self) -> ApprovalClass {
         ApprovalClass::Read
     }
-    fn kind(&self) -> &'static str {
-        "read"
+    fn kind(&self) -> tandem::vocab::tool_call::ToolKind {
+        tandem::vocab::tool_call::ToolKind::Read
     }
     fn title(&self, _args: &Value) -> String {
         "Stamp".to_string()

@@ -8,6 +8,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::vocab::checkpoint::RewindStatus;
+pub use crate::vocab::event::{InputQueue, InputStatus, StopReason};
+pub use crate::vocab::plan::{PlanPriority, PlanStatus};
+pub use crate::vocab::tool_call::{ToolCallStatus, ToolKind, WaitingFor};
+
 /// Version of the tandem extension protocol, announced in
 /// `initialize` as `capabilities.experimental.tandem.protocolVersion`.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -197,7 +202,7 @@ pub struct PromptResult {
     /// the inbox) before its turn started.
     pub turn_id: Option<String>,
     /// One of the stop reasons in protocol.md.
-    pub stop_reason: String,
+    pub stop_reason: StopReason,
     /// Why the turn stopped, for reasons other than `end_turn`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -355,9 +360,9 @@ pub enum SessionUpdate {
     #[serde(rename_all = "camelCase")]
     InputStatus {
         message_ids: Vec<String>,
-        status: String,
+        status: InputStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        queue: Option<String>,
+        queue: Option<InputQueue>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
@@ -379,8 +384,8 @@ pub enum SessionUpdate {
     ToolCall {
         tool_call_id: String,
         title: String,
-        kind: String,
-        status: String,
+        kind: ToolKind,
+        status: ToolCallStatus,
         raw_input: Value,
         /// tandem extension: with `kind: "mcp"`, the server and its tool.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -390,7 +395,7 @@ pub enum SessionUpdate {
     ToolCallUpdate {
         tool_call_id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        status: Option<String>,
+        status: Option<ToolCallStatus>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         content: Vec<ToolCallContent>,
         /// tandem extension: a new piece of a running tool's output, to
@@ -400,7 +405,7 @@ pub enum SessionUpdate {
         /// tandem extension: the call waits for the user (`permission`,
         /// `input`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        waiting_for: Option<String>,
+        waiting_for: Option<WaitingFor>,
         /// ACP's: the places the call reads or changes.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         locations: Vec<WireLocation>,
@@ -452,7 +457,7 @@ pub enum SessionUpdate {
     },
     #[serde(rename_all = "camelCase")]
     TurnEnd {
-        stop_reason: String,
+        stop_reason: StopReason,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
         usage: WireUsage,
@@ -463,10 +468,51 @@ pub enum SessionUpdate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanEntry {
     pub content: String,
-    /// `high`, `medium` or `low`; tandem sends `medium`.
-    pub priority: String,
-    /// `pending`, `in_progress` or `completed`.
-    pub status: String,
+    /// tandem sends `medium`.
+    pub priority: PlanPriority,
+    pub status: PlanStatus,
+}
+
+/// `tandem/requestPermission` params (daemon → editor): the shape of
+/// ACP's `session/request_permission`, with tandem's `mcp` kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestPermissionParams {
+    pub session_id: String,
+    pub tool_call: PermissionToolCall,
+    pub options: Vec<PermissionOption>,
+}
+
+/// The call a permission request asks about, as its `tool_call` showed
+/// it, with what is approved in `content`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionToolCall {
+    pub tool_call_id: String,
+    pub title: String,
+    pub kind: ToolKind,
+    pub status: ToolCallStatus,
+    pub raw_input: Value,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<ToolCallContent>,
+}
+
+/// One choice of a permission request; `optionId` is its kind's name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionOption {
+    pub option_id: String,
+    pub name: String,
+    pub kind: PermissionOptionKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionOptionKind {
+    AllowOnce,
+    AllowAlways,
+    RejectOnce,
+    RejectAlways,
 }
 
 /// `tandem/requestUserInput` params (daemon → editor).
@@ -607,7 +653,7 @@ pub struct TaskEditResult {
 pub struct RunTaskResult {
     pub session_id: String,
     pub turn_id: Option<String>,
-    pub stop_reason: String,
+    pub stop_reason: StopReason,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     pub usage: WireUsage,
@@ -815,7 +861,7 @@ pub struct RewindResult {
 #[serde(rename_all = "camelCase")]
 pub struct RewindFileResult {
     pub path: String,
-    pub status: String,
+    pub status: RewindStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

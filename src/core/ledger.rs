@@ -203,7 +203,7 @@ mod tests {
             name: name.to_string(),
             arguments,
             title: String::new(),
-            kind: String::new(),
+            kind: crate::vocab::tool_call::ToolKind::Other,
             mcp: None,
         }
     }

@@ -27,7 +27,7 @@ pub fn rewind_result(outcome: RewindOutcome) -> RewindResult {
             .into_iter()
             .map(|f| RewindFileResult {
                 path: f.path,
-                status: f.status.as_str().to_string(),
+                status: f.status,
                 diff: f.diff,
                 reason: f.reason,
             })

@@ -14,8 +14,9 @@ use crate::protocol::{
     WireQuestionOption, WireUsage,
 };
 use crate::vocab::bridge::{Question, UserInputRequest};
-use crate::vocab::event::{Event, InputQueue, ToolStatus, Usage, UserContent};
-use crate::vocab::plan::PlanStatus;
+use crate::vocab::event::{Event, InputStatus, ToolStatus, Usage, UserContent};
+use crate::vocab::plan::PlanPriority;
+use crate::vocab::tool_call::ToolCallStatus;
 
 /// A daemon error as every wire reports it: tandem's error code, the
 /// message, and data naming what was unknown.
@@ -104,12 +105,12 @@ pub fn user_content(prompt: Vec<ContentBlock>) -> Vec<UserContent> {
         .collect()
 }
 
-/// The ACP status string of a finished tool call.
-fn tool_status(status: ToolStatus) -> &'static str {
+/// The editor's status of a finished tool call.
+fn tool_status(status: ToolStatus) -> ToolCallStatus {
     match status {
-        ToolStatus::Completed => "completed",
+        ToolStatus::Completed => ToolCallStatus::Completed,
         ToolStatus::Failed | ToolStatus::Aborted | ToolStatus::NotRun | ToolStatus::Rejected => {
-            "failed"
+            ToolCallStatus::Failed
         }
     }
 }
@@ -148,8 +149,8 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         } => SessionUpdate::ToolCall {
             tool_call_id: call_id.clone(),
             title: title.clone(),
-            kind: kind.clone(),
-            status: "pending".to_string(),
+            kind: *kind,
+            status: ToolCallStatus::Pending,
             raw_input: arguments.clone(),
             mcp: mcp.as_ref().map(|m| WireMcpTarget {
                 server: m.server.clone(),
@@ -158,7 +159,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
         },
         Event::ToolStarted { call_id, .. } => SessionUpdate::ToolCallUpdate {
             tool_call_id: call_id.clone(),
-            status: Some("in_progress".to_string()),
+            status: Some(ToolCallStatus::InProgress),
             content: Vec::new(),
             output_delta: None,
             waiting_for: None,
@@ -211,10 +212,10 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             ..
         } => SessionUpdate::ToolCallUpdate {
             tool_call_id: call_id.clone(),
-            status: Some("pending".to_string()),
+            status: Some(ToolCallStatus::Pending),
             content: Vec::new(),
             output_delta: None,
-            waiting_for: Some(waiting_for.clone()),
+            waiting_for: Some(*waiting_for),
             locations: Vec::new(),
         },
         Event::Plan { steps, .. } => SessionUpdate::Plan {
@@ -222,13 +223,8 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
                 .iter()
                 .map(|step| PlanEntry {
                     content: step.step.clone(),
-                    priority: "medium".to_string(),
-                    status: match step.status {
-                        PlanStatus::Pending => "pending",
-                        PlanStatus::InProgress => "in_progress",
-                        PlanStatus::Completed => "completed",
-                    }
-                    .to_string(),
+                    priority: PlanPriority::Medium,
+                    status: step.status,
                 })
                 .collect(),
         },
@@ -265,7 +261,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             ..
         } => SessionUpdate::ToolCallUpdate {
             tool_call_id: call_id.clone(),
-            status: Some(tool_status(*status).to_string()),
+            status: Some(tool_status(*status)),
             content: vec![ToolCallContent::Content {
                 content: text_block(output),
             }],
@@ -294,7 +290,7 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             cost_usd,
             ..
         } => SessionUpdate::TurnEnd {
-            stop_reason: stop_reason.as_str().to_string(),
+            stop_reason: *stop_reason,
             message: message.clone(),
             usage: priced(usage, *cost_usd),
         },
@@ -302,25 +298,19 @@ pub fn session_update(event: &Event) -> Option<SessionUpdate> {
             message_id, queue, ..
         } => SessionUpdate::InputStatus {
             message_ids: vec![message_id.clone()],
-            status: "pending".to_string(),
-            queue: Some(
-                match queue {
-                    InputQueue::NextTurn => "next_turn",
-                    InputQueue::NextStep => "next_step",
-                }
-                .to_string(),
-            ),
+            status: InputStatus::Pending,
+            queue: Some(*queue),
             reason: None,
         },
         Event::InputClaimed { message_ids, .. } => SessionUpdate::InputStatus {
             message_ids: message_ids.clone(),
-            status: "claimed".to_string(),
+            status: InputStatus::Claimed,
             queue: None,
             reason: None,
         },
         Event::InputDiscarded { message_id, reason } => SessionUpdate::InputStatus {
             message_ids: vec![message_id.clone()],
-            status: "discarded".to_string(),
+            status: InputStatus::Discarded,
             queue: None,
             reason: Some(reason.clone()),
         },
@@ -383,7 +373,7 @@ pub fn update_notification(session_id: &str, event: &LoggedEvent) -> Option<Vec<
 pub fn prompt_result(receipt: TurnReceipt) -> PromptResult {
     PromptResult {
         turn_id: receipt.turn_id,
-        stop_reason: receipt.stop_reason.as_str().to_string(),
+        stop_reason: receipt.stop_reason,
         message: receipt.message,
         usage: priced(&receipt.usage, receipt.cost_usd),
         message_id: None,

@@ -14,6 +14,7 @@ use super::server::McpServer;
 use crate::tools::exec::cap_like_command_output;
 use crate::tools::{ApprovalClass, ExecMode, McpTarget, Tool, ToolContext, ToolError, ToolEvent};
 use crate::vocab::image::{human_size, IMAGE_TYPES};
+use crate::vocab::tool_call::ToolKind;
 
 pub struct McpTool {
     pub(super) server: Arc<McpServer>,
@@ -90,8 +91,8 @@ impl Tool for McpTool {
         }
     }
 
-    fn kind(&self) -> &'static str {
-        "mcp"
+    fn kind(&self) -> ToolKind {
+        ToolKind::Mcp
     }
 
     fn title(&self, _args: &Value) -> String {

@@ -26,6 +26,7 @@ use super::exec::{
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::{BridgeOutcome, PermissionRequest, TerminalCommand, TerminalEnd};
+use crate::vocab::tool_call::{ToolKind, WaitingFor};
 
 /// Longest timeout a call may ask for.
 const MAX_TIMEOUT: Duration = Duration::from_secs(600);
@@ -90,8 +91,8 @@ impl Tool for ExecCommand {
         ApprovalClass::Execute
     }
 
-    fn kind(&self) -> &'static str {
-        "execute"
+    fn kind(&self) -> ToolKind {
+        ToolKind::Execute
     }
 
     fn title(&self, args: &Value) -> String {
@@ -180,12 +181,12 @@ async fn ask_to_leave_the_sandbox(
     if !ctx.bridge.abilities().request_permission || ctx.cancel.is_cancelled() {
         return None;
     }
-    (ctx.emit)(ToolEvent::Waiting("permission"));
+    (ctx.emit)(ToolEvent::Waiting(WaitingFor::Permission));
     let request = PermissionRequest {
         session_id: ctx.session_id.clone(),
         tool_call_id: ctx.call_id.clone(),
         title: format!("Run `{cmd}` outside the sandbox? The sandbox refused it"),
-        kind: "execute".to_string(),
+        kind: ToolKind::Execute,
         raw_input,
         always_scope: None,
         text: Some(format!(

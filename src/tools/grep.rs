@@ -25,6 +25,7 @@ use super::list_files::{compile_glob, display_under, place, sorted_walk, walk_ta
 use super::ordered_search::{search_in_order, Flow};
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 use crate::vocab::event::ToolLocation;
+use crate::vocab::tool_call::ToolKind;
 use crate::workspace::PathGlob;
 
 pub struct Grep;
@@ -91,8 +92,8 @@ impl Tool for Grep {
         ApprovalClass::Read
     }
 
-    fn kind(&self) -> &'static str {
-        "search"
+    fn kind(&self) -> ToolKind {
+        ToolKind::Search
     }
 
     fn title(&self, args: &Value) -> String {

@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 use crate::vocab::event::ToolLocation;
+use crate::vocab::tool_call::ToolKind;
 use crate::workspace::{walk_builder, PathGlob};
 
 pub struct ListFiles;
@@ -73,8 +74,8 @@ impl Tool for ListFiles {
         ApprovalClass::Read
     }
 
-    fn kind(&self) -> &'static str {
-        "search"
+    fn kind(&self) -> ToolKind {
+        ToolKind::Search
     }
 
     fn title(&self, args: &Value) -> String {

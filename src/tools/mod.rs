@@ -30,6 +30,7 @@ use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::{ClientAbilities, ClientBridge, NoClient};
 pub use crate::vocab::event::McpTarget;
 use crate::vocab::plan::PlanStep;
+use crate::vocab::tool_call::{ToolKind, WaitingFor};
 use crate::workspace::Workspace;
 
 /// Whether calls of a tool may run alongside others from the same response.
@@ -129,7 +130,7 @@ pub enum ToolEvent {
         steps: Vec<PlanStep>,
     },
     /// The call waits for the user: `permission` or `input`.
-    Waiting(&'static str),
+    Waiting(WaitingFor),
     /// The user decided on a request the tool made itself (a second
     /// request to run a command the sandbox refused outside it); logged
     /// as the call's `approval_decided`.
@@ -184,7 +185,7 @@ pub trait Tool: Send + Sync {
     fn mode(&self) -> ExecMode;
     fn approval(&self) -> ApprovalClass;
     /// ACP tool kind shown by editors: read, search, edit, execute, think, other.
-    fn kind(&self) -> &'static str;
+    fn kind(&self) -> ToolKind;
     /// A short human title for the call, e.g. "Read src/main.rs".
     fn title(&self, args: &Value) -> String;
     async fn run(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError>;

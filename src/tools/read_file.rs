@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 use crate::vocab::bridge::{BridgeOutcome, ClientFile};
 use crate::vocab::event::ToolLocation;
+use crate::vocab::tool_call::ToolKind;
 
 mod range;
 
@@ -81,8 +82,8 @@ impl Tool for ReadFile {
         ApprovalClass::Read
     }
 
-    fn kind(&self) -> &'static str {
-        "read"
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
     }
 
     fn title(&self, args: &Value) -> String {

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 use crate::vocab::bridge::{BridgeOutcome, Question, UserInputRequest};
+use crate::vocab::tool_call::{ToolKind, WaitingFor};
 
 pub struct RequestUserInput;
 
@@ -70,8 +71,8 @@ impl Tool for RequestUserInput {
         ApprovalClass::None
     }
 
-    fn kind(&self) -> &'static str {
-        "think"
+    fn kind(&self) -> ToolKind {
+        ToolKind::Think
     }
 
     fn title(&self, _args: &Value) -> String {
@@ -85,7 +86,7 @@ impl Tool for RequestUserInput {
                 "`questions` must have at least one question",
             ));
         }
-        (ctx.emit)(ToolEvent::Waiting("input"));
+        (ctx.emit)(ToolEvent::Waiting(WaitingFor::Input));
         let request = UserInputRequest {
             session_id: ctx.session_id.clone(),
             tool_call_id: ctx.call_id.clone(),

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::vocab::plan::{PlanStatus, PlanStep};
+use crate::vocab::tool_call::ToolKind;
 
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 
@@ -63,8 +64,8 @@ impl Tool for UpdatePlan {
         ApprovalClass::None
     }
 
-    fn kind(&self) -> &'static str {
-        "think"
+    fn kind(&self) -> ToolKind {
+        ToolKind::Think
     }
 
     fn title(&self, _args: &Value) -> String {

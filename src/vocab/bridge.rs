@@ -140,7 +140,7 @@ pub struct PermissionRequest {
     pub session_id: String,
     pub tool_call_id: String,
     pub title: String,
-    pub kind: String,
+    pub kind: super::tool_call::ToolKind,
     pub raw_input: Value,
     /// What `allow_always` would remember (e.g. the command prefix).
     pub always_scope: Option<String>,

@@ -44,3 +44,33 @@ pub struct CheckpointAfter {
     pub path: String,
     pub after: FileState,
 }
+
+/// What a rewind does (or did) to one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RewindStatus {
+    /// Will be restored (a plan) / was restored (a run).
+    Restore,
+    Restored,
+    /// The user changed it since the agent did: left alone.
+    Conflict,
+    /// No prior content: a command changed it, or its checkpoint was pruned.
+    Unrestorable,
+    /// Already as it was before.
+    Unchanged,
+    /// Writing it failed (the reason says why); it is untouched.
+    Failed,
+}
+
+impl RewindStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RewindStatus::Restore => "restore",
+            RewindStatus::Restored => "restored",
+            RewindStatus::Conflict => "conflict",
+            RewindStatus::Unrestorable => "unrestorable",
+            RewindStatus::Unchanged => "unchanged",
+            RewindStatus::Failed => "failed",
+        }
+    }
+}

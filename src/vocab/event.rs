@@ -172,6 +172,16 @@ pub enum UserContent {
     },
 }
 
+/// Where queued input is, on the wire's `input_status`: `pending`
+/// (queued), `claimed` (taken by a turn) or `discarded`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputStatus {
+    Pending,
+    Claimed,
+    Discarded,
+}
+
 /// Which inbox queue an input went to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -315,7 +325,9 @@ pub enum Event {
         name: String,
         arguments: Value,
         title: String,
-        kind: String,
+        /// Logs may hold kinds this build does not know: they read as
+        /// `other`.
+        kind: super::tool_call::ToolKind,
         /// The MCP server and tool, for a tool of an MCP server.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mcp: Option<McpTarget>,
@@ -356,7 +368,7 @@ pub enum Event {
     ToolWaiting {
         turn_id: TurnId,
         call_id: String,
-        waiting_for: String,
+        waiting_for: super::tool_call::WaitingFor,
     },
     /// The user's (or the mode's) decision on a call that needed approval.
     /// `scope` is what `allow_always`/`reject_always` remember.

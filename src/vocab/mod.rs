@@ -16,3 +16,4 @@ pub mod instructions;
 pub mod language;
 pub mod plan;
 pub mod pricing;
+pub mod tool_call;

@@ -14,3 +14,13 @@ pub enum PlanStatus {
     InProgress,
     Completed,
 }
+
+/// How much a plan entry matters (ACP's); tandem's steps are `medium`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanPriority {
+    High,
+    #[default]
+    Medium,
+    Low,
+}

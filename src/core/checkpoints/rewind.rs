@@ -22,6 +22,7 @@ use crate::config::checkpoints::CheckpointsConfig;
 use crate::core::log::{LoggedEvent, SessionLog};
 use crate::vocab::bridge::{ApplyEditRequest, BridgeOutcome, ClientBridge};
 use crate::vocab::checkpoint::FileState;
+pub use crate::vocab::checkpoint::RewindStatus;
 use crate::vocab::edit::{EditPosition, EditProposal, FileEdit, TextReplace};
 use crate::vocab::event::Event;
 
@@ -40,35 +41,6 @@ impl Force {
             Force::None => false,
             Force::All => true,
             Force::Paths(paths) => paths.iter().any(|p| p == path),
-        }
-    }
-}
-
-/// What a rewind does (or did) to one file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RewindStatus {
-    /// Will be restored (a plan) / was restored (a run).
-    Restore,
-    Restored,
-    /// The user changed it since the agent did: left alone.
-    Conflict,
-    /// No prior content: a command changed it, or its checkpoint was pruned.
-    Unrestorable,
-    /// Already as it was before.
-    Unchanged,
-    /// Writing it failed (the reason says why); it is untouched.
-    Failed,
-}
-
-impl RewindStatus {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            RewindStatus::Restore => "restore",
-            RewindStatus::Restored => "restored",
-            RewindStatus::Conflict => "conflict",
-            RewindStatus::Unrestorable => "unrestorable",
-            RewindStatus::Unchanged => "unchanged",
-            RewindStatus::Failed => "failed",
         }
     }
 }

@@ -16,6 +16,7 @@ use crate::tools::{ApprovalClass, Tool, ToolContext, ToolEvent};
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::{BridgeOutcome, PermissionChoice, PermissionRequest};
 use crate::vocab::event::{Event, ToolStatus, TurnId};
+use crate::vocab::tool_call::WaitingFor;
 
 /// What `allow_always` remembers for a command: its program and, when the
 /// next word looks like a subcommand, that too (`cargo test`, `git status`).
@@ -220,7 +221,7 @@ pub(super) async fn approve(
     // then nothing waits for the user: the editor must not show "waiting
     // for you" for a question nobody will see.
     if ctx.bridge.abilities().request_permission {
-        (ctx.emit)(ToolEvent::Waiting("permission"));
+        (ctx.emit)(ToolEvent::Waiting(WaitingFor::Permission));
     }
     // Leaving the sandbox is asked for once at a time: nothing to remember.
     let scope = if escalation { None } else { command_scope(cmd) };
@@ -257,7 +258,7 @@ pub(super) async fn approve(
         session_id: session.id.clone(),
         tool_call_id: ctx.call_id.clone(),
         title,
-        kind: tool.kind().to_string(),
+        kind: tool.kind(),
         raw_input: args.clone(),
         always_scope: scope.clone(),
         text,

@@ -16,6 +16,7 @@ use crate::tools::{McpTarget, Tool, ToolContext, ToolEvent};
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::{BridgeOutcome, PermissionChoice, PermissionRequest};
 use crate::vocab::event::{Event, ToolStatus, TurnId};
+use crate::vocab::tool_call::WaitingFor;
 
 /// What `allow_always` remembers for an MCP tool.
 pub(super) fn mcp_scope(target: &McpTarget) -> String {
@@ -74,7 +75,7 @@ pub(super) async fn approve_mcp(
         return Ok(());
     }
     if ctx.bridge.abilities().request_permission {
-        (ctx.emit)(ToolEvent::Waiting("permission"));
+        (ctx.emit)(ToolEvent::Waiting(WaitingFor::Permission));
     }
     let request = PermissionRequest {
         session_id: session.id.clone(),
@@ -85,7 +86,7 @@ pub(super) async fn approve_mcp(
             target.tool,
             short(&args.to_string())
         ),
-        kind: tool.kind().to_string(),
+        kind: tool.kind(),
         raw_input: args.clone(),
         always_scope: Some(scope.clone()),
         // What the call would do, in the request itself (issue 29).

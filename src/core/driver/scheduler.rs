@@ -18,6 +18,7 @@ use crate::core::log::SessionLog;
 use crate::core::session::Session;
 use crate::tools::{ExecMode, Tool, ToolContext, ToolErrorKind, ToolEvent, ToolRegistry};
 use crate::vocab::event::{Event, ToolCallRequest, ToolStatus, TurnId};
+use crate::vocab::tool_call::ToolKind;
 
 /// Longest tool output recorded for the model, in bytes.
 const MAX_TOOL_OUTPUT: usize = 100_000;
@@ -39,7 +40,7 @@ impl Turn<'_> {
             let (title, kind) = match (&tool, &parsed) {
                 (Some(tool), Ok(args)) => (tool.title(args), tool.kind()),
                 (Some(tool), Err(_)) => (tool.name().to_string(), tool.kind()),
-                (None, _) => (call.name.clone(), "other"),
+                (None, _) => (call.name.clone(), ToolKind::Other),
             };
             let mcp = tool.as_ref().and_then(|t| t.mcp());
             self.record(Event::ToolCall {
@@ -50,7 +51,7 @@ impl Turn<'_> {
                     .clone()
                     .unwrap_or_else(|_| Value::String(call.arguments.clone())),
                 title,
-                kind: kind.to_string(),
+                kind,
                 mcp,
             });
             prepared.push(PreparedCall {
@@ -167,7 +168,7 @@ impl Turn<'_> {
                 name: call.name.clone(),
                 arguments,
                 title: call.name.clone(),
-                kind: "other".to_string(),
+                kind: ToolKind::Other,
                 mcp: None,
             });
             self.record(Event::ToolResult {
@@ -255,7 +256,7 @@ fn call_context(
             ToolEvent::Waiting(what) => Event::ToolWaiting {
                 turn_id: turn_id.clone(),
                 call_id: call_id.clone(),
-                waiting_for: what.to_string(),
+                waiting_for: what,
             },
             ToolEvent::Decided {
                 decision,

@@ -18,7 +18,7 @@ mod tests;
 pub use fork::fork_events;
 pub use json::render_json_lines;
 pub use recovery::{recover_interrupted, INTERRUPTED_RESULT};
-pub use sessions::{list_session_logs, SessionSummary};
+pub use sessions::{list_session_logs, SessionKind, SessionState, SessionSummary};
 pub use text::render_trajectory;
 pub use trajectory::{DaemonState, ReplayOptions, ReplaySummary};
 

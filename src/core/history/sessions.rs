@@ -21,16 +21,46 @@ pub struct SessionSummary {
     pub workspace: Vec<String>,
     pub created: String,
     pub updated: String,
-    /// `running` (a turn is running in this daemon), `idle`, `interrupted`
-    /// (its log ends inside a turn), or `unreadable`.
-    pub state: String,
+    pub state: SessionState,
     pub turn_count: usize,
-    /// `chat`, or `task` for the session keybinding tasks run in.
-    pub kind: String,
+    pub kind: SessionKind,
     /// No prompt ever reached the session (ACP's `session/list` leaves it
     /// out). Absent (false) from a serve that predates it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub empty: bool,
+}
+
+/// Where a listed session is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// A turn is running in this daemon.
+    Running,
+    Idle,
+    /// Its log ends inside a turn.
+    Interrupted,
+    Unreadable,
+}
+
+impl std::fmt::Display for SessionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SessionState::Running => "running",
+            SessionState::Idle => "idle",
+            SessionState::Interrupted => "interrupted",
+            SessionState::Unreadable => "unreadable",
+        })
+    }
+}
+
+/// A chat, or the session keybinding tasks run in (the log header's
+/// `kind`: `task`; absent for chats).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionKind {
+    #[default]
+    Chat,
+    Task,
 }
 
 /// Summaries of the logs in a directory, newest first; `running` says
@@ -59,9 +89,9 @@ pub fn list_session_logs(dir: &Path, running: &HashMap<String, bool>) -> Vec<Ses
                     workspace: Vec::new(),
                     created: String::new(),
                     updated: String::new(),
-                    state: "unreadable".to_string(),
+                    state: SessionState::Unreadable,
                     turn_count: 0,
-                    kind: "chat".to_string(),
+                    kind: SessionKind::Chat,
                     empty: false,
                 });
             }
@@ -100,10 +130,10 @@ fn summarize(path: &Path, running: &HashMap<String, bool>) -> Result<SessionSumm
         .or(first_prompt)
         .unwrap_or_else(|| "(no prompt yet)".to_string());
     let state = match running.get(&header.session_id) {
-        Some(true) => "running",
-        Some(false) => "idle",
-        None if open => "interrupted",
-        None => "idle",
+        Some(true) => SessionState::Running,
+        Some(false) => SessionState::Idle,
+        None if open => SessionState::Interrupted,
+        None => SessionState::Idle,
     };
     Ok(SessionSummary {
         session_id: header.session_id,
@@ -119,9 +149,12 @@ fn summarize(path: &Path, running: &HashMap<String, bool>) -> Result<SessionSumm
             .map(|e| e.ts.clone())
             .unwrap_or_else(|| header.created.clone()),
         created: header.created,
-        state: state.to_string(),
+        state,
         turn_count: turns,
-        kind: header.kind.unwrap_or_else(|| "chat".to_string()),
+        kind: match header.kind.as_deref() {
+            Some("task") => SessionKind::Task,
+            _ => SessionKind::Chat,
+        },
         empty,
     })
 }

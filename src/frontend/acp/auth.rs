@@ -9,7 +9,8 @@
 
 use std::path::Path;
 
-use serde_json::{json, Value};
+use agent_client_protocol_schema::v1 as acp;
+use serde_json::{Map, Value};
 
 use crate::config::ConfigBuilder;
 
@@ -30,18 +31,18 @@ fn api_key_env(home: &Path) -> String {
 }
 
 /// `initialize`'s `authMethods`.
-pub fn auth_methods(home: &Path) -> Value {
+pub fn auth_methods(home: &Path) -> Vec<acp::AuthMethod> {
     let var = api_key_env(home);
-    json!([{
-        "id": API_KEY_METHOD,
-        "name": format!("API key in {var}"),
-        "description": format!(
-            "tandem reads the model's API key from the environment variable {var} \
-             (`[model] api_key_env` in config.toml names another). Set it in the \
-             environment the client starts tandem with; tandem never stores it. \
-             A local model server that needs no key needs nothing."
+    vec![acp::AuthMethod::Agent(
+        acp::AuthMethodAgent::new(API_KEY_METHOD, format!("API key in {var}")).description(
+            format!(
+                "tandem reads the model's API key from the environment variable {var} \
+                 (`[model] api_key_env` in config.toml names another). Set it in the \
+                 environment the client starts tandem with; tandem never stores it. \
+                 A local model server that needs no key needs nothing."
+            ),
         ),
-    }])
+    )]
 }
 
 /// `authenticate {methodId}`: `{}` when the key's variable is set, else
@@ -59,7 +60,7 @@ pub fn authenticate(home: &Path, params: &Value) -> Result<Value, (i64, String)>
     }
     let var = api_key_env(home);
     match std::env::var_os(&var) {
-        Some(value) if !value.is_empty() => Ok(json!({})),
+        Some(value) if !value.is_empty() => Ok(Value::Object(Map::new())),
         _ => Err((
             AUTH_REQUIRED,
             format!(

@@ -1,6 +1,7 @@
 //! The client's files: `fs/read_text_file` and `fs/write_text_file`.
 
-use serde_json::{json, Value};
+use agent_client_protocol_schema::v1 as acp;
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::frontend::lsp::outgoing::Outgoing;
@@ -12,7 +13,7 @@ pub(crate) async fn read(
     file: ClientFile,
     cancel: &CancellationToken,
 ) -> BridgeOutcome<String> {
-    let params = json!({"sessionId": file.session_id, "path": file.path});
+    let params = super::wire::to_wire(acp::ReadTextFileRequest::new(file.session_id, file.path));
     match outgoing.request("fs/read_text_file", params, cancel).await {
         BridgeOutcome::Answered(result) => match result.get("content").and_then(Value::as_str) {
             Some(content) => BridgeOutcome::Answered(content.to_string()),
@@ -32,7 +33,11 @@ pub(crate) async fn write(
     text: String,
     cancel: &CancellationToken,
 ) -> BridgeOutcome<()> {
-    let params = json!({"sessionId": file.session_id, "path": file.path, "content": text});
+    let params = super::wire::to_wire(acp::WriteTextFileRequest::new(
+        file.session_id,
+        file.path,
+        text,
+    ));
     match outgoing.request("fs/write_text_file", params, cancel).await {
         BridgeOutcome::Answered(_) => BridgeOutcome::Answered(()),
         BridgeOutcome::Cancelled => BridgeOutcome::Cancelled,

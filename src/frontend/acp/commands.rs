@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use agent_client_protocol_schema::v1 as acp;
 
 use crate::buffers::{Position, Range};
 use crate::config::tasks::{parse_template, takes_instruction, TemplatePart};
@@ -20,30 +20,40 @@ use crate::protocol::ContentBlock;
 use crate::workspace::file_uri_to_path;
 
 /// The `availableCommands` for a session working in `cwd`.
-pub(super) fn available_commands(daemon: &Daemon, editor: &Arc<Client>, cwd: &Path) -> Value {
+pub(super) fn available_commands(
+    daemon: &Daemon,
+    editor: &Arc<Client>,
+    cwd: &Path,
+) -> Vec<acp::AvailableCommand> {
     let catalog = match daemon.task_catalog(editor, cwd) {
         Ok(catalog) => catalog,
         Err(e) => {
             tracing::warn!("no slash commands: {e}");
-            return json!([]);
+            return Vec::new();
         }
     };
-    let commands: Vec<Value> = catalog
+    catalog
         .tasks()
         .iter()
-        .map(|task| command_of(&task.id, &task.title, takes_instruction(&task.prompt)))
-        .collect();
-    json!(commands)
+        .map(|task| available_command(&task.id, &task.title, takes_instruction(&task.prompt)))
+        .collect()
 }
 
 /// One `AvailableCommand`: a task, and whether its prompt takes an
 /// instruction.
-pub(crate) fn command_of(id: &str, title: &str, takes_instruction: bool) -> Value {
-    json!({"name": id, "description": title, "input": {"hint": if takes_instruction {
+pub(crate) fn available_command(
+    id: &str,
+    title: &str,
+    takes_instruction: bool,
+) -> acp::AvailableCommand {
+    let hint = if takes_instruction {
         "what to do (attach the file or selection)"
     } else {
         "attach the file or selection; optional note"
-    }}})
+    };
+    acp::AvailableCommand::new(id, title).input(acp::AvailableCommandInput::Unstructured(
+        acp::UnstructuredCommandInput::new(hint),
+    ))
 }
 
 /// A prompt with a text block that starts with `/<name>` (the first such

@@ -7,10 +7,12 @@
 //! fork's log). Invariant: the original session is untouched; the answer is
 //! `session/new`'s shape for the fork.
 
-use serde_json::{json, Value};
+use agent_client_protocol_schema::v1 as acp;
+use serde_json::Value;
 
 use super::modes::session_state;
 use super::session::{absolute_cwd, bad, instructions_meta, mcp_servers_param, more_roots, Agent};
+use super::wire::to_wire;
 use super::wire::{daemon_error, string_param};
 
 /// The user message a fork starts before (`_meta.tandem.messageId`), if
@@ -40,9 +42,12 @@ impl Agent {
         self.daemon
             .add_mcp_servers(&fork.id, &mcp_servers)
             .map_err(|e| daemon_error(rid, e))?;
-        let mut result = session_state(fork.mode());
-        result["sessionId"] = json!(fork.id);
-        result["_meta"]["tandem"]["instructions"] = instructions_meta(&fork);
-        Ok(result)
+        let setup = session_state(fork.mode());
+        Ok(to_wire(
+            acp::ForkSessionResponse::new(fork.id.clone())
+                .modes(setup.modes)
+                .config_options(setup.config_options)
+                .meta(instructions_meta(&fork)),
+        ))
     }
 }

@@ -5,14 +5,15 @@
 //! Invariant: nothing leaves here that ACP's schema does not have, except
 //! under `_meta` (a strict client may reject unknown fields).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-use serde_json::{json, Value};
+use agent_client_protocol_schema::v1 as acp;
+use serde::Serialize;
+use serde_json::Value;
 
 use super::model_options::ConfigStates;
 use super::session_updates;
+use super::wire::to_wire;
 use crate::core::log::{EventSink, LoggedEvent};
 use crate::core::output_budget::OutputBudget;
 use crate::frontend::coalesce::is_chunk;
@@ -24,8 +25,6 @@ use crate::vocab::event::{Event, StopReason};
 /// Turns session events into ACP `session/update` notifications.
 pub(super) struct AcpSink {
     pub(super) out: OutboundQueue,
-    /// Sessions being resumed: their history is not replayed.
-    muted: Mutex<HashSet<String>>,
     /// Each session's mode and model: the full set of config options.
     pub(super) states: ConfigStates,
 }
@@ -34,17 +33,8 @@ impl AcpSink {
     pub(super) fn new(out: OutboundQueue) -> AcpSink {
         AcpSink {
             out,
-            muted: Mutex::new(HashSet::new()),
             states: ConfigStates::default(),
         }
-    }
-
-    /// Runs `f` with the replay of `session_id` muted (`session/resume`).
-    pub(super) fn muted<T>(&self, session_id: &str, f: impl FnOnce() -> T) -> T {
-        self.muted.lock().insert(session_id.to_string());
-        let result = f();
-        self.muted.lock().remove(session_id);
-        result
     }
 
     pub(super) fn send(&self, session_id: &str, update: Value) {
@@ -52,13 +42,29 @@ impl AcpSink {
     }
 }
 
-/// A `session/update` notification.
+/// A `session/update` notification of an update's JSON.
 pub(crate) fn update_message(session_id: &str, update: Value) -> Value {
-    json!({
-        "jsonrpc": "2.0",
-        "method": "session/update",
-        "params": {"sessionId": session_id, "update": update},
+    to_wire(UpdateNotification {
+        jsonrpc: "2.0",
+        method: "session/update",
+        params: UpdateParams { session_id, update },
     })
+}
+
+/// [`session_updates::UpdateMessage`] around an update already made JSON
+/// (the mode's config options, a slash command's reply, the serve's).
+#[derive(Serialize)]
+struct UpdateNotification<'a> {
+    jsonrpc: &'static str,
+    method: &'static str,
+    params: UpdateParams<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct UpdateParams<'a> {
+    session_id: &'a str,
+    update: Value,
 }
 
 /// The `session/update` body of a streamed chunk, made when the stdout
@@ -112,9 +118,7 @@ impl EventSink for AcpSink {
     }
 
     fn on_replay(&self, session_id: &str, event: &LoggedEvent) {
-        if !self.muted.lock().contains(session_id) {
-            self.deliver(session_id, event, true);
-        }
+        self.deliver(session_id, event, true);
     }
 }
 
@@ -127,14 +131,18 @@ pub(super) fn acp_updates(event: &Event) -> Vec<Value> {
 /// the model's config options (with the context in use), every other kind
 /// through the schema's types.
 fn typed_updates(update: protocol::SessionUpdate) -> Vec<Value> {
-    if let protocol::SessionUpdate::Usage { .. } = update {
-        return serde_json::to_value(&update)
-            .ok()
-            .and_then(|u| super::model_options::usage_update(&u))
+    let updates = match update {
+        protocol::SessionUpdate::Usage {
+            call,
+            turn,
+            session,
+            context,
+        } => super::model_options::usage_update(call, turn, session, context)
             .into_iter()
-            .collect();
-    }
-    session_updates::acp_updates(update)
+            .collect(),
+        update => session_updates::acp_updates(update),
+    };
+    updates
         .iter()
         .filter_map(session_updates::update_value)
         .collect()
@@ -143,27 +151,28 @@ fn typed_updates(update: protocol::SessionUpdate) -> Vec<Value> {
 /// ACP's stop reasons are fewer than tandem's: the closest one, and
 /// tandem's own when it says more (for `_meta.tandem.stopReason`). An
 /// `error` turn becomes a JSON-RPC error instead.
-pub(super) fn acp_stop_reason(reason: StopReason) -> (&'static str, Option<&'static str>) {
+pub(super) fn acp_stop_reason(reason: StopReason) -> (acp::StopReason, Option<&'static str>) {
+    use acp::StopReason as Acp;
     let acp = match reason {
-        StopReason::EndTurn => return ("end_turn", None),
-        StopReason::MaxTokens => return ("max_tokens", None),
-        StopReason::Refusal => return ("refusal", None),
-        StopReason::Cancelled => return ("cancelled", None),
-        StopReason::MaxIterations => return ("max_turn_requests", None),
+        StopReason::EndTurn => return (Acp::EndTurn, None),
+        StopReason::MaxTokens => return (Acp::MaxTokens, None),
+        StopReason::Refusal => return (Acp::Refusal, None),
+        StopReason::Cancelled => return (Acp::Cancelled, None),
+        StopReason::MaxIterations => return (Acp::MaxTurnRequests, None),
         // The session's token budget ran out: no more tokens.
-        StopReason::TokenBudget => "max_tokens",
+        StopReason::TokenBudget => Acp::MaxTokens,
         // A money or token cap of `[budget]` stopped the next call.
-        StopReason::BudgetExceeded => "max_tokens",
+        StopReason::BudgetExceeded => Acp::MaxTokens,
         // The request outgrew the model's context: a token limit.
-        StopReason::ContextOverflow => "max_tokens",
+        StopReason::ContextOverflow => Acp::MaxTokens,
         // Compactions that went nowhere, like a loop: a runaway turn.
-        StopReason::CompactionSpiral => "max_turn_requests",
+        StopReason::CompactionSpiral => Acp::MaxTurnRequests,
         // The loop detector stopped a model repeating its tool calls: too
         // many requests that went nowhere.
-        StopReason::LoopDetected => "max_turn_requests",
+        StopReason::LoopDetected => Acp::MaxTurnRequests,
         // A hook or the mode refused to go on.
-        StopReason::Blocked => "refusal",
-        StopReason::Timeout | StopReason::Interrupted | StopReason::Error => "end_turn",
+        StopReason::Blocked => Acp::Refusal,
+        StopReason::Timeout | StopReason::Interrupted | StopReason::Error => Acp::EndTurn,
     };
     (acp, Some(reason.as_str()))
 }
@@ -171,47 +180,51 @@ pub(super) fn acp_stop_reason(reason: StopReason) -> (&'static str, Option<&'sta
 /// The `session/prompt` result of a turn that ended with `reason`.
 pub(crate) fn prompt_result(reason: StopReason) -> Value {
     let (acp, tandem) = acp_stop_reason(reason);
-    match tandem {
-        Some(tandem) => json!({"stopReason": acp, "_meta": {"tandem": {"stopReason": tandem}}}),
-        None => json!({"stopReason": acp}),
-    }
+    let meta = session_updates::tandem_meta(tandem.map(|t| ("stopReason", Value::from(t))));
+    to_wire(acp::PromptResponse::new(acp).meta(meta))
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+    use acp::StopReason as Acp;
 
     #[test]
     fn stop_reasons_map_onto_acps_five_with_tandems_in_meta() {
-        assert_eq!(acp_stop_reason(StopReason::EndTurn), ("end_turn", None));
+        assert_eq!(acp_stop_reason(StopReason::EndTurn), (Acp::EndTurn, None));
         assert_eq!(
             acp_stop_reason(StopReason::MaxIterations),
-            ("max_turn_requests", None)
+            (Acp::MaxTurnRequests, None)
         );
         assert_eq!(
             acp_stop_reason(StopReason::TokenBudget),
-            ("max_tokens", Some("token_budget"))
+            (Acp::MaxTokens, Some("token_budget"))
         );
-        assert_eq!(acp_stop_reason(StopReason::Cancelled), ("cancelled", None));
+        assert_eq!(
+            acp_stop_reason(StopReason::Cancelled),
+            (Acp::Cancelled, None)
+        );
         assert_eq!(
             acp_stop_reason(StopReason::BudgetExceeded),
-            ("max_tokens", Some("budget_exceeded"))
+            (Acp::MaxTokens, Some("budget_exceeded"))
         );
         assert_eq!(
             acp_stop_reason(StopReason::ContextOverflow),
-            ("max_tokens", Some("context_overflow"))
+            (Acp::MaxTokens, Some("context_overflow"))
         );
         assert_eq!(
             acp_stop_reason(StopReason::CompactionSpiral),
-            ("max_turn_requests", Some("compaction_spiral"))
+            (Acp::MaxTurnRequests, Some("compaction_spiral"))
         );
         assert_eq!(
             acp_stop_reason(StopReason::LoopDetected),
-            ("max_turn_requests", Some("loop_detected"))
+            (Acp::MaxTurnRequests, Some("loop_detected"))
         );
         assert_eq!(
             acp_stop_reason(StopReason::Blocked),
-            ("refusal", Some("blocked"))
+            (Acp::Refusal, Some("blocked"))
         );
         assert_eq!(
             prompt_result(StopReason::Timeout),

@@ -39,7 +39,7 @@ pub(crate) mod wire;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::{AsyncRead, BufReader};
 
 use self::client::AcpClient;
@@ -58,7 +58,7 @@ use crate::core::log::EventSink;
 use crate::vocab::bridge::ClientBridge;
 
 /// The ACP protocol version this frontend speaks.
-pub const ACP_PROTOCOL_VERSION: u32 = 1;
+pub const ACP_PROTOCOL_VERSION: u16 = 1;
 
 /// Serves ACP on stdin/stdout until EOF.
 pub async fn serve<R>(stdin: R, home: PathBuf, durability: Durability)
@@ -189,9 +189,8 @@ async fn read_messages<R>(
             if let (Some(id), Some(reply)) = (id, reply) {
                 let message = match reply {
                     Ok(result) => {
-                        let message = json!({"jsonrpc": "2.0", "id": id, "result": result});
-                        out.send_json(&message);
-                        agent.after_reply(&method, &params, &message["result"]);
+                        out.send_json(&wire::result_response(&id, &result));
+                        agent.after_reply(&method, &params, &result);
                         return;
                     }
                     Err(mut error) => {

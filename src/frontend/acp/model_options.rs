@@ -12,11 +12,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use agent_client_protocol_schema::v1 as acp;
 use parking_lot::Mutex;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::modes::config_options;
-use crate::protocol::ModelState;
+use super::modes::{config_options, mode_state};
+use super::session_updates::tandem_meta;
+use super::wire::to_wire;
+use crate::protocol::{ModelState, WireContext, WireUsage};
 use crate::vocab::approval::ApprovalMode;
 
 /// The id of the model config option.
@@ -25,20 +28,23 @@ pub(crate) const MODEL_OPTION: &str = "model";
 pub(crate) const EFFORT_OPTION: &str = "effort";
 
 /// The model and effort selects of a session in `state`.
-fn model_options(state: &ModelState) -> Vec<Value> {
-    let mut options = vec![json!({
-        "id": MODEL_OPTION,
-        "name": "Model",
-        "description": "The model the next request uses",
-        "category": "model",
-        "type": "select",
-        "currentValue": state.model,
-        "options": state.models.iter().map(|m| json!({
-            "value": m.id,
-            "name": m.id,
-            "description": format!("{} ({} tokens of context)", m.name, m.context_window),
-        })).collect::<Vec<_>>(),
-    })];
+fn model_options(state: &ModelState) -> Vec<acp::SessionConfigOption> {
+    let models: Vec<_> = state
+        .models
+        .iter()
+        .map(|m| {
+            acp::SessionConfigSelectOption::new(m.id.clone(), m.id.clone()).description(format!(
+                "{} ({} tokens of context)",
+                m.name, m.context_window
+            ))
+        })
+        .collect();
+    let mut options =
+        vec![
+            acp::SessionConfigOption::select(MODEL_OPTION, "Model", state.model.clone(), models)
+                .description("The model the next request uses")
+                .category(acp::SessionConfigOptionCategory::Model),
+        ];
     let efforts = state
         .models
         .iter()
@@ -46,33 +52,36 @@ fn model_options(state: &ModelState) -> Vec<Value> {
         .map(|m| m.efforts.as_slice())
         .unwrap_or_default();
     if let (Some(effort), false) = (&state.effort, efforts.is_empty()) {
-        options.push(json!({
-            "id": EFFORT_OPTION,
-            "name": "Reasoning effort",
-            "description": "How hard the model thinks before it answers",
-            "category": "thought_level",
-            "type": "select",
-            "currentValue": effort,
-            "options": efforts.iter().map(|e| json!({"value": e, "name": e})).collect::<Vec<_>>(),
-        }));
+        let choices: Vec<_> = efforts
+            .iter()
+            .map(|e| acp::SessionConfigSelectOption::new(e.clone(), e.clone()))
+            .collect();
+        options.push(
+            acp::SessionConfigOption::select(
+                EFFORT_OPTION,
+                "Reasoning effort",
+                effort.clone(),
+                choices,
+            )
+            .description("How hard the model thinks before it answers")
+            .category(acp::SessionConfigOptionCategory::ThoughtLevel),
+        );
     }
     options
 }
 
 /// Every config option of a session: mode, model, effort.
-pub(crate) fn all_options(mode: ApprovalMode, state: &ModelState) -> Value {
+pub(crate) fn all_options(mode: ApprovalMode, state: &ModelState) -> Vec<acp::SessionConfigOption> {
     let mut options = config_options(mode);
-    if let Some(list) = options.as_array_mut() {
-        list.extend(model_options(state));
-    }
+    options.extend(model_options(state));
     options
 }
 
 /// `modes` and `configOptions` of a session/new, load or resume result.
-pub(crate) fn session_state(mode: ApprovalMode, state: &ModelState) -> Value {
-    let mut result = super::modes::session_state(mode);
-    result["configOptions"] = all_options(mode, state);
-    result
+pub(crate) fn session_setup(mode: ApprovalMode, state: &ModelState) -> acp::LoadSessionResponse {
+    acp::LoadSessionResponse::new()
+        .modes(mode_state(mode))
+        .config_options(all_options(mode, state))
 }
 
 /// The `tandem/setModel` a `session/set_config_option` of the model or
@@ -110,7 +119,11 @@ impl ConfigStates {
 
     /// The full config options of a session (the mode's alone when its
     /// model is not known here).
-    pub(crate) fn options(&self, session_id: &str, mode: Option<ApprovalMode>) -> Value {
+    pub(crate) fn options(
+        &self,
+        session_id: &str,
+        mode: Option<ApprovalMode>,
+    ) -> Vec<acp::SessionConfigOption> {
         let mut states = self.0.lock();
         match states.get_mut(session_id) {
             Some(entry) => {
@@ -141,30 +154,37 @@ impl ConfigStates {
             }
             _ => return None,
         };
-        Some(json!({"sessionUpdate": "config_option_update", "configOptions": options}))
+        super::session_updates::update_value(&acp::SessionUpdate::ConfigOptionUpdate(
+            acp::ConfigOptionUpdate::new(options),
+        ))
     }
 }
 
 /// ACP's `usage_update` of a tandem `usage` update that says how much
 /// context is in use: `used` and `size`, the session's cost when known,
 /// and the call's, turn's and session's tokens under `_meta.tandem`.
-pub(crate) fn usage_update(update: &Value) -> Option<Value> {
-    let context = update.get("context")?;
-    let mut usage = json!({
-        "sessionUpdate": "usage_update",
-        "used": context["used"],
-        "size": context["size"],
-        "_meta": {"tandem": {"call": update["call"], "turn": update["turn"],
-                             "session": update["session"]}},
-    });
-    if let Some(amount) = update["session"]["costUsd"].as_f64() {
-        usage["cost"] = json!({"amount": amount, "currency": "USD"});
+pub(crate) fn usage_update(
+    call: Option<WireUsage>,
+    turn: WireUsage,
+    session: WireUsage,
+    context: Option<WireContext>,
+) -> Option<acp::SessionUpdate> {
+    let context = context?;
+    let mut usage = acp::UsageUpdate::new(context.used, context.size).meta(tandem_meta([
+        ("call", to_wire(call)),
+        ("turn", to_wire(turn)),
+        ("session", to_wire(session)),
+    ]));
+    if let Some(amount) = session.cost_usd {
+        usage = usage.cost(acp::Cost::new(amount, "USD"));
     }
-    Some(usage)
+    Some(acp::SessionUpdate::UsageUpdate(usage))
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::protocol::WireModel;
 
@@ -191,7 +211,7 @@ mod tests {
 
     #[test]
     fn the_options_are_mode_model_and_the_current_models_efforts() {
-        let options = all_options(ApprovalMode::Review, &state());
+        let options = to_wire(all_options(ApprovalMode::Review, &state()));
         let ids: Vec<&str> = options
             .as_array()
             .unwrap()
@@ -205,13 +225,60 @@ mod tests {
         let mut no_efforts = state();
         no_efforts.model = "default".into();
         no_efforts.effort = None;
+        assert_eq!(all_options(ApprovalMode::Auto, &no_efforts).len(), 2);
+    }
+
+    #[test]
+    fn the_model_and_effort_selects_are_acps_config_options() {
+        let options = to_wire(model_options(&state()));
         assert_eq!(
-            all_options(ApprovalMode::Auto, &no_efforts)
-                .as_array()
-                .unwrap()
-                .len(),
-            2
+            options,
+            json!([
+                {"id": "model", "name": "Model", "description": "The model the next request uses",
+                 "category": "model", "type": "select", "currentValue": "fast",
+                 "options": [
+                    {"value": "default", "name": "default", "description": "big (1000 tokens of context)"},
+                    {"value": "fast", "name": "fast", "description": "small (500 tokens of context)"},
+                 ]},
+                {"id": "effort", "name": "Reasoning effort",
+                 "description": "How hard the model thinks before it answers",
+                 "category": "thought_level", "type": "select", "currentValue": "low",
+                 "options": [{"value": "low", "name": "low"}, {"value": "high", "name": "high"}]},
+            ])
         );
+    }
+
+    #[test]
+    fn a_usage_update_carries_the_context_the_cost_and_tandems_tokens() {
+        let tokens = WireUsage {
+            input_tokens: 10,
+            output_tokens: 2,
+            cached_tokens: 0,
+            cost_usd: Some(0.5),
+        };
+        let update = usage_update(
+            None,
+            tokens,
+            tokens,
+            Some(WireContext {
+                used: 12,
+                size: 100,
+            }),
+        );
+        let wire = update
+            .as_ref()
+            .and_then(super::super::session_updates::update_value);
+        let usage =
+            json!({"inputTokens": 10, "outputTokens": 2, "cachedTokens": 0, "costUsd": 0.5});
+        assert_eq!(
+            wire,
+            Some(
+                json!({"sessionUpdate": "usage_update", "used": 12, "size": 100,
+                        "cost": {"amount": 0.5, "currency": "USD"},
+                        "_meta": {"tandem": {"call": null, "turn": usage, "session": usage}}})
+            )
+        );
+        assert!(usage_update(None, tokens, tokens, None).is_none());
     }
 
     #[test]

@@ -21,13 +21,9 @@ pub(super) fn request_params(request: &PermissionRequest) -> acp::RequestPermiss
                 .old_text(diff.old_text.clone()),
         ));
     }
-    // ACP has no `mcp` kind: an MCP tool is `other` there (and so is any
-    // kind ACP does not name).
-    let kind: acp::ToolKind =
-        serde_json::from_value(request.kind.as_str().into()).unwrap_or_default();
     let mut fields = acp::ToolCallUpdateFields::new()
         .title(request.title.clone())
-        .kind(kind)
+        .kind(super::session_updates::tool_kind(request.kind))
         .status(acp::ToolCallStatus::Pending)
         .raw_input(request.raw_input.clone());
     if !content.is_empty() {
@@ -80,7 +76,7 @@ mod tests {
             session_id: "s1".into(),
             tool_call_id: "c1".into(),
             title: "Run `ls`".into(),
-            kind: "mcp".into(),
+            kind: crate::vocab::tool_call::ToolKind::Mcp,
             raw_input: json!({"command": "ls"}),
             always_scope: Some("ls".into()),
             text: Some("ls -la".into()),

@@ -3,9 +3,10 @@
 //! [force]` rewinds to before message N (both, unless one is named). The
 //! answer is text the agent says; nothing reaches the model.
 
-use serde_json::{json, Value};
+use agent_client_protocol_schema::v1 as acp;
+use serde_json::Value;
 
-use super::commands::{command_of, slash_command};
+use super::commands::{available_command, slash_command};
 use crate::protocol::{ContentBlock, RewindForce, RewindParams};
 
 /// What a `/rewind` prompt asks for.
@@ -22,8 +23,8 @@ pub enum RewindCommand {
 }
 
 /// The `availableCommands` entry.
-pub fn rewind_available_command() -> Value {
-    command_of(
+pub fn rewind_command_entry() -> acp::AvailableCommand {
+    available_command(
         "rewind",
         "Rewind files and conversation to before a message (/rewind lists them)",
         true,
@@ -148,7 +149,9 @@ pub fn outcome_text(result: &Value) -> String {
 
 /// An `agent_message_chunk` update carrying `text`.
 pub fn said(text: String) -> Value {
-    json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+    super::wire::to_wire(acp::SessionUpdate::AgentMessageChunk(
+        acp::ContentChunk::new(acp::ContentBlock::Text(acp::TextContent::new(text))),
+    ))
 }
 
 #[cfg(test)]

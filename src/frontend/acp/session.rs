@@ -9,19 +9,21 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use agent_client_protocol_schema::v1 as acp;
 use parking_lot::Mutex;
-use serde_json::{json, Value};
+use serde_json::{Map, Value};
 
 use super::client::{AcpCapabilities, AcpClient};
 use super::commands;
 use super::mapping::{prompt_result, AcpSink};
-use super::model_options::{model_switch, session_state};
+use super::model_options::{model_switch, session_setup};
 use super::modes::MODE_OPTION;
+use super::wire::to_wire;
 use super::wire::{daemon_error, error_response, string_param};
 use super::ACP_PROTOCOL_VERSION;
 use crate::core::client::Client;
 use crate::core::daemon::{Daemon, NewSession};
-use crate::core::history::SessionSummary;
+use crate::core::history::{SessionState, SessionSummary};
 use crate::core::tasks::run::TaskError;
 use crate::frontend::additional_roots::{acp_additional_directories, additional_roots};
 use crate::frontend::models::model_state;
@@ -36,7 +38,8 @@ pub(super) const LIST_PAGE: usize = 20;
 /// What a method handler reaches.
 #[path = "rewind_prompt.rs"]
 mod rewind_prompt;
-use super::rewind_command::{rewind_available_command, rewind_command};
+use super::rewind_command::{rewind_command, rewind_command_entry};
+use super::session_updates::tandem_meta;
 
 pub(super) struct Agent {
     pub(super) daemon: Arc<Daemon>,
@@ -82,12 +85,12 @@ impl Agent {
                         tracing::warn!("session/cancel: {e}");
                     }
                 }
-                Ok(json!({}))
+                Ok(empty())
             }
             // ACP's withdrawal of a request of the client's: every request
             // of the client's is answered promptly or is a prompt, which
             // `session/cancel` ends.
-            "$/cancel_request" => Ok(json!({})),
+            "$/cancel_request" => Ok(empty()),
             other => Err(error_response(
                 rid,
                 -32601,
@@ -123,10 +126,13 @@ impl Agent {
         self.daemon
             .add_mcp_servers(&session.id, &mcp_servers)
             .map_err(|e| daemon_error(rid, e))?;
-        let mut result = self.session_state(&session);
-        result["sessionId"] = json!(session.id);
-        result["_meta"]["tandem"]["instructions"] = instructions_meta(&session);
-        Ok(result)
+        let setup = self.session_state(&session);
+        Ok(to_wire(
+            acp::NewSessionResponse::new(session.id.clone())
+                .modes(setup.modes)
+                .config_options(setup.config_options)
+                .meta(instructions_meta(&session)),
+        ))
     }
 
     /// `session/load` replays the history as `session/update`s before its
@@ -140,13 +146,10 @@ impl Agent {
         }
         let mcp_servers = mcp_servers_param(params).map_err(|e| bad(rid, e))?;
         let more = more_roots(params).map_err(|e| bad(rid, e))?;
-        let loaded = if resume {
-            self.sink.muted(session_id, || {
-                self.daemon.load_session_in(&self.editor, session_id, more)
-            })
-        } else {
-            self.daemon.load_session_in(&self.editor, session_id, more)
-        };
+        // `session/resume`: followed from now on, without the history.
+        let loaded = self
+            .daemon
+            .attach_session(&self.editor, session_id, !resume, more);
         let (session, events) = loaded.map_err(|e| daemon_error(rid, e))?;
         self.daemon
             .add_mcp_servers(&session.id, &mcp_servers)
@@ -155,17 +158,26 @@ impl Agent {
         // written: give that memory back after them.
         drop(events);
         crate::frontend::memory::trim_when_idle();
-        let mut result = self.session_state(&session);
-        result["_meta"]["tandem"]["instructions"] = instructions_meta(&session);
-        Ok(result)
+        let setup = self.session_state(&session);
+        let meta = instructions_meta(&session);
+        Ok(if resume {
+            to_wire(
+                acp::ResumeSessionResponse::new()
+                    .modes(setup.modes)
+                    .config_options(setup.config_options)
+                    .meta(meta),
+            )
+        } else {
+            to_wire(setup.meta(meta))
+        })
     }
 
     /// A session's modes and config options, which its later
     /// `config_option_update`s start from.
-    fn session_state(&self, session: &crate::core::session::Session) -> Value {
+    fn session_state(&self, session: &crate::core::session::Session) -> acp::LoadSessionResponse {
         let (mode, models) = (session.mode(), model_state(session));
         self.sink.states.set(&session.id, mode, models.clone());
-        session_state(mode, &models)
+        session_setup(mode, &models)
     }
 
     /// Newest first, those whose workspace holds `cwd` when it is given;
@@ -182,7 +194,7 @@ impl Agent {
         self.daemon.close_session(session_id).await;
         self.cwds.lock().remove(session_id);
         self.sink.states.forget(session_id);
-        Ok(json!({}))
+        Ok(empty())
     }
 
     /// `session/delete`: the session's log removed (refused while a turn
@@ -194,7 +206,7 @@ impl Agent {
             .await
             .map_err(|e| daemon_error(rid, e))?;
         self.cwds.lock().remove(session_id);
-        Ok(json!({}))
+        Ok(empty())
     }
 
     async fn prompt(&self, params: &Value, rid: &Value) -> Reply {
@@ -234,7 +246,7 @@ impl Agent {
             )),
             Ok(receipt) => {
                 let mut reply = prompt_result(receipt.stop_reason);
-                reply["_meta"]["tandem"]["userMessageId"] = json!(message_id);
+                reply["_meta"]["tandem"]["userMessageId"] = Value::String(message_id);
                 Ok(reply)
             }
             Err(_) => Err(error_response(
@@ -279,8 +291,10 @@ impl Agent {
         }
         let mut reply = prompt_result(receipt.stop_reason);
         if let Some((outcome, message)) = result.edit {
-            reply["_meta"]["tandem"]["edit"] =
-                json!({"outcome": outcome.as_str(), "message": message});
+            reply["_meta"]["tandem"]["edit"] = to_wire(TaskEdit {
+                outcome: outcome.as_str(),
+                message,
+            });
         }
         Ok(reply)
     }
@@ -308,12 +322,12 @@ impl Agent {
         }
         let mut commands =
             commands::available_commands(&self.daemon, &self.editor, &self.cwd(session_id));
-        if let Some(list) = commands.as_array_mut() {
-            list.push(rewind_available_command());
-        }
+        commands.push(rewind_command_entry());
         self.sink.send(
             session_id,
-            json!({"sessionUpdate": "available_commands_update", "availableCommands": commands}),
+            to_wire(acp::SessionUpdate::AvailableCommandsUpdate(
+                acp::AvailableCommandsUpdate::new(commands),
+            )),
         );
     }
 
@@ -332,7 +346,7 @@ impl Agent {
         if session.mode() != mode {
             session.set_mode(mode);
         }
-        Ok(json!({}))
+        Ok(empty())
     }
 
     /// The mode, model or effort option; the answer is the full set.
@@ -358,7 +372,10 @@ impl Agent {
                 .map_err(|e| bad(rid, format!("invalid params: {e}")))?;
             self.sink.states.set_models(session_id, state);
         }
-        Ok(json!({"configOptions": self.session_state(&session)["configOptions"]}))
+        let options = self.session_state(&session).config_options;
+        Ok(to_wire(acp::SetSessionConfigOptionResponse::new(
+            options.unwrap_or_default(),
+        )))
     }
 }
 
@@ -392,7 +409,7 @@ pub(crate) fn list_page(sessions: Vec<SessionSummary>, params: &Value) -> Result
     let matching: Vec<_> = sessions
         .into_iter()
         // A chat opened and never used is not one to go back to.
-        .filter(|s| s.state != "unreadable" && !s.workspace.is_empty() && !s.empty)
+        .filter(|s| s.state != SessionState::Unreadable && !s.workspace.is_empty() && !s.empty)
         .filter(|s| {
             cwd.as_deref().is_none_or(|cwd| {
                 s.workspace
@@ -401,45 +418,81 @@ pub(crate) fn list_page(sessions: Vec<SessionSummary>, params: &Value) -> Result
             })
         })
         .collect();
-    let sessions: Vec<Value> = matching
+    let sessions: Vec<acp::SessionInfo> = matching
         .iter()
         .skip(start)
         .take(LIST_PAGE)
         .map(|s| {
-            json!({
-                "sessionId": s.session_id,
-                "cwd": s.workspace[0],
-                "additionalDirectories": &s.workspace[1..],
-                "title": s.title,
-                "updatedAt": s.updated,
-                "_meta": {"tandem": {"state": s.state, "turnCount": s.turn_count}},
-            })
+            acp::SessionInfo::new(s.session_id.clone(), s.workspace[0].clone())
+                .additional_directories(s.workspace[1..].iter().map(PathBuf::from).collect())
+                .title(s.title.clone())
+                .updated_at(s.updated.clone())
+                .meta(tandem_meta([
+                    ("state", to_wire(s.state)),
+                    ("turnCount", Value::from(s.turn_count)),
+                ]))
         })
         .collect();
-    let mut result = json!({"sessions": sessions});
-    if start + LIST_PAGE < matching.len() {
-        result["nextCursor"] = json!((start + LIST_PAGE).to_string());
+    let next = (start + LIST_PAGE < matching.len()).then(|| (start + LIST_PAGE).to_string());
+    let mut page = to_wire(acp::ListSessionsResponse::new(sessions).next_cursor(next));
+    // The schema leaves out an empty `additionalDirectories`; tandem has
+    // always sent it.
+    for session in page["sessions"].as_array_mut().into_iter().flatten() {
+        if let Some(session) = session.as_object_mut() {
+            session
+                .entry("additionalDirectories")
+                .or_insert_with(|| Value::Array(Vec::new()));
+        }
     }
-    Ok(result)
+    Ok(page)
 }
 
 /// `initialize`'s result (the same through `tandem acp --attach`).
 pub(crate) fn initialize_result(home: &Path) -> Value {
-    json!({
-        "protocolVersion": ACP_PROTOCOL_VERSION,
-        "agentCapabilities": {
-            "loadSession": true,
-            "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
-            // `fork` is unstable in ACP's schema: advertised as it defines.
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}, "fork": {},
-                                    "additionalDirectories": {}},
-            // stdio and streamable HTTP; not the old HTTP+SSE transport.
-            "mcpCapabilities": {"http": true, "sse": false},
-            "_meta": {"tandem": {"sandbox": crate::frontend::sandbox_info::sandbox_capability()}},
-        },
-        "authMethods": super::auth::auth_methods(home),
-        "agentInfo": {"name": "tandem", "version": env!("CARGO_PKG_VERSION")},
-    })
+    let sessions = acp::SessionCapabilities::new()
+        .list(acp::SessionListCapabilities::new())
+        .resume(acp::SessionResumeCapabilities::new())
+        .close(acp::SessionCloseCapabilities::new())
+        .delete(acp::SessionDeleteCapabilities::new())
+        // `fork` is unstable in ACP's schema: advertised as it defines.
+        .fork(acp::SessionForkCapabilities::new())
+        .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new());
+    let capabilities = acp::AgentCapabilities::new()
+        .load_session(true)
+        .prompt_capabilities(
+            acp::PromptCapabilities::new()
+                .image(true)
+                .audio(false)
+                .embedded_context(true),
+        )
+        .session_capabilities(sessions)
+        // stdio and streamable HTTP; not the old HTTP+SSE transport.
+        .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(false))
+        .meta(tandem_meta([(
+            "sandbox",
+            crate::frontend::sandbox_info::sandbox_capability(),
+        )]));
+    let result = acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::from(
+        ACP_PROTOCOL_VERSION,
+    ))
+    .agent_capabilities(capabilities)
+    .auth_methods(super::auth::auth_methods(home))
+    .agent_info(acp::Implementation::new(
+        "tandem",
+        env!("CARGO_PKG_VERSION"),
+    ));
+    let mut result = to_wire(result);
+    // The schema always writes `auth` (empty: no logout); tandem never
+    // sent it.
+    if let Some(capabilities) = result["agentCapabilities"].as_object_mut() {
+        if capabilities
+            .get("auth")
+            .is_some_and(|a| a == &Value::Object(Map::new()))
+        {
+            capabilities.remove("auth");
+        }
+    }
+    result
 }
 
 /// ACP's `mcpServers` of `session/new`, `load` and `resume` (absent: none).
@@ -478,8 +531,27 @@ pub(crate) fn absolute_cwd(params: &Value) -> Result<PathBuf, String> {
 
 /// `_meta.tandem.instructions` of a session/new, load or resume result:
 /// the instruction files the model is given.
-pub(super) fn instructions_meta(session: &crate::core::session::Session) -> Value {
-    json!(crate::frontend::updates::instruction_files(
-        &session.instructions()
-    ))
+pub(super) fn instructions_meta(session: &crate::core::session::Session) -> Option<acp::Meta> {
+    tandem_meta([(
+        "instructions",
+        to_wire(crate::frontend::updates::instruction_files(
+            &session.instructions(),
+        )),
+    )])
 }
+
+/// The `{}` answer of a request that returns nothing.
+fn empty() -> Value {
+    Value::Object(Map::new())
+}
+
+/// `_meta.tandem.edit` of a slash command's answer.
+#[derive(serde::Serialize)]
+struct TaskEdit {
+    outcome: &'static str,
+    message: String,
+}
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;

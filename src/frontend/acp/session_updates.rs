@@ -9,7 +9,9 @@ use agent_client_protocol_schema::v1 as acp;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::protocol::{self, SessionUpdate as Tandem};
+use crate::protocol::{
+    self, PlanPriority, PlanStatus, SessionUpdate as Tandem, ToolCallStatus, ToolKind,
+};
 
 /// A `session/update` notification: JSON-RPC's envelope around the
 /// schema's [`acp::SessionNotification`].
@@ -22,9 +24,19 @@ pub(crate) struct UpdateMessage {
 
 impl UpdateMessage {
     pub(crate) fn new(session_id: &str, update: acp::SessionUpdate) -> UpdateMessage {
+        UpdateMessage::on("session/update", session_id, update)
+    }
+
+    /// The same notification as `method` (the serve's `tandem/update` has
+    /// `session/update`'s params for the kinds both share).
+    pub(crate) fn on(
+        method: &'static str,
+        session_id: &str,
+        update: acp::SessionUpdate,
+    ) -> UpdateMessage {
         UpdateMessage {
             jsonrpc: "2.0",
-            method: "session/update",
+            method,
             params: acp::SessionNotification::new(acp::SessionId::new(session_id), update),
         }
     }
@@ -65,15 +77,10 @@ pub(crate) fn acp_updates(update: Tandem) -> Vec<acp::SessionUpdate> {
             mcp,
         } => acp::SessionUpdate::ToolCall(
             acp::ToolCall::new(tool_call_id, title)
-                .kind(tool_kind(&kind))
-                .status(tool_status(&status))
+                .kind(tool_kind(kind))
+                .status(tool_status(status))
                 .raw_input(raw_input)
-                .meta(tandem_meta(mcp.map(|m| {
-                    (
-                        "mcp",
-                        serde_json::json!({"server": m.server, "tool": m.tool}),
-                    )
-                }))),
+                .meta(tandem_meta(mcp.map(|m| ("mcp", super::wire::to_wire(m))))),
         ),
         Tandem::ToolCallUpdate {
             tool_call_id,
@@ -85,7 +92,7 @@ pub(crate) fn acp_updates(update: Tandem) -> Vec<acp::SessionUpdate> {
         } => {
             let mut fields = acp::ToolCallUpdateFields::new();
             if let Some(status) = status {
-                fields = fields.status(tool_status(&status));
+                fields = fields.status(tool_status(status));
             }
             if !content.is_empty() {
                 fields = fields.content(content.into_iter().map(tool_content).collect::<Vec<_>>());
@@ -100,7 +107,7 @@ pub(crate) fn acp_updates(update: Tandem) -> Vec<acp::SessionUpdate> {
             }
             let meta = tandem_meta(
                 [
-                    waiting_for.map(|w| ("waitingFor", Value::String(w))),
+                    waiting_for.map(|w| ("waitingFor", Value::from(w.as_str()))),
                     output_delta.map(|d| ("outputDelta", Value::String(d))),
                 ]
                 .into_iter()
@@ -197,28 +204,45 @@ fn tool_content(content: protocol::ToolCallContent) -> acp::ToolCallContent {
 }
 
 /// ACP's tool kinds have no `mcp`: an MCP tool's call is `other` there
-/// (its server and tool go under `_meta.tandem.mcp`); so is any kind ACP
-/// does not name.
-fn tool_kind(kind: &str) -> acp::ToolKind {
-    serde_json::from_value(Value::String(kind.to_string())).unwrap_or_default()
+/// (its server and tool go under `_meta.tandem.mcp`).
+pub(super) fn tool_kind(kind: ToolKind) -> acp::ToolKind {
+    match kind {
+        ToolKind::Read => acp::ToolKind::Read,
+        ToolKind::Search => acp::ToolKind::Search,
+        ToolKind::Edit => acp::ToolKind::Edit,
+        ToolKind::Execute => acp::ToolKind::Execute,
+        ToolKind::Think => acp::ToolKind::Think,
+        ToolKind::Mcp | ToolKind::Other => acp::ToolKind::Other,
+    }
 }
 
-fn tool_status(status: &str) -> acp::ToolCallStatus {
-    serde_json::from_value(Value::String(status.to_string())).unwrap_or_default()
+fn tool_status(status: ToolCallStatus) -> acp::ToolCallStatus {
+    match status {
+        ToolCallStatus::Pending => acp::ToolCallStatus::Pending,
+        ToolCallStatus::InProgress => acp::ToolCallStatus::InProgress,
+        ToolCallStatus::Completed => acp::ToolCallStatus::Completed,
+        ToolCallStatus::Failed => acp::ToolCallStatus::Failed,
+    }
 }
 
 fn plan_entry(entry: protocol::PlanEntry) -> acp::PlanEntry {
-    acp::PlanEntry::new(
-        entry.content,
-        serde_json::from_value(Value::String(entry.priority))
-            .unwrap_or(acp::PlanEntryPriority::Medium),
-        serde_json::from_value(Value::String(entry.status))
-            .unwrap_or(acp::PlanEntryStatus::Pending),
-    )
+    let priority = match entry.priority {
+        PlanPriority::High => acp::PlanEntryPriority::High,
+        PlanPriority::Medium => acp::PlanEntryPriority::Medium,
+        PlanPriority::Low => acp::PlanEntryPriority::Low,
+    };
+    let status = match entry.status {
+        PlanStatus::Pending => acp::PlanEntryStatus::Pending,
+        PlanStatus::InProgress => acp::PlanEntryStatus::InProgress,
+        PlanStatus::Completed => acp::PlanEntryStatus::Completed,
+    };
+    acp::PlanEntry::new(entry.content, priority, status)
 }
 
 /// `_meta: {"tandem": {...}}` of tandem-only fields, or none.
-fn tandem_meta<'a>(fields: impl IntoIterator<Item = (&'a str, Value)>) -> Option<acp::Meta> {
+pub(super) fn tandem_meta<'a>(
+    fields: impl IntoIterator<Item = (&'a str, Value)>,
+) -> Option<acp::Meta> {
     let tandem: Map<String, Value> = fields
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

@@ -9,9 +9,12 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use agent_client_protocol_schema::v1 as acp;
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::session_updates::UpdateMessage;
+use super::wire::to_wire;
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::OutboundQueue;
 use crate::vocab::bridge::{BridgeOutcome, TerminalCommand, TerminalEnd, TerminalRun};
@@ -41,13 +44,12 @@ async fn run_task(
     cancel: CancellationToken,
 ) -> BridgeOutcome<TerminalRun> {
     let session_id = command.session_id.clone();
-    let params = json!({
-        "sessionId": session_id,
-        "command": "sh",
-        "args": ["-c", command.command],
-        "cwd": command.cwd,
-        "outputByteLimit": command.output_byte_limit,
-    });
+    let params = to_wire(
+        acp::CreateTerminalRequest::new(session_id.clone(), "sh")
+            .args(vec!["-c".to_string(), command.command])
+            .cwd(command.cwd)
+            .output_byte_limit(command.output_byte_limit as u64),
+    );
     let created = match outgoing.request("terminal/create", params, &cancel).await {
         BridgeOutcome::Answered(result) => result,
         BridgeOutcome::Cancelled => return BridgeOutcome::Cancelled,
@@ -58,20 +60,24 @@ async fn run_task(
             "the client's answer to terminal/create has no `terminalId`: {created}"
         ));
     };
-    out.send_json(&json!({
-        "jsonrpc": "2.0",
-        "method": update_method,
-        "params": {"sessionId": session_id, "update": {
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": command.tool_call_id,
-            "content": [{"type": "terminal", "terminalId": terminal_id}],
-        }},
-    }));
-    let terminal = json!({"sessionId": session_id, "terminalId": terminal_id});
+    let shown = acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
+        command.tool_call_id,
+        acp::ToolCallUpdateFields::new().content(vec![acp::ToolCallContent::Terminal(
+            acp::Terminal::new(terminal_id.clone()),
+        )]),
+    ));
+    match serde_json::to_vec(&UpdateMessage::on(update_method, &session_id, shown)) {
+        Ok(body) => out.send_body(body),
+        Err(e) => tracing::error!("cannot serialize the terminal's update: {e}"),
+    }
+    let terminal = Terminal {
+        session_id,
+        terminal_id,
+    };
     // Requests after the run are not tied to the (maybe cancelled) turn.
     let cleanup = CancellationToken::new();
     let waited = tokio::select! {
-        exit = outgoing.request("terminal/wait_for_exit", terminal.clone(), &cleanup) => Waited::Exit(exit),
+        exit = outgoing.request("terminal/wait_for_exit", terminal.wait_for_exit(), &cleanup) => Waited::Exit(exit),
         _ = tokio::time::sleep(command.timeout) => Waited::TimedOut,
         _ = cancel.cancelled() => Waited::Cancelled,
     };
@@ -80,10 +86,10 @@ async fn run_task(
         Waited::Exit(other) => {
             // The client could not say; make sure nothing keeps running.
             let _ = outgoing
-                .request("terminal/kill", terminal.clone(), &cleanup)
+                .request("terminal/kill", terminal.kill(), &cleanup)
                 .await;
             let _ = outgoing
-                .request("terminal/release", terminal, &cleanup)
+                .request("terminal/release", terminal.release(), &cleanup)
                 .await;
             return match other {
                 BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
@@ -92,7 +98,7 @@ async fn run_task(
         }
         Waited::TimedOut | Waited::Cancelled => {
             if let BridgeOutcome::Unavailable(why) = outgoing
-                .request("terminal/kill", terminal.clone(), &cleanup)
+                .request("terminal/kill", terminal.kill(), &cleanup)
                 .await
             {
                 tracing::warn!("terminal/kill: {why}");
@@ -105,10 +111,10 @@ async fn run_task(
         }
     };
     let output = outgoing
-        .request("terminal/output", terminal.clone(), &cleanup)
+        .request("terminal/output", terminal.output(), &cleanup)
         .await;
     if let BridgeOutcome::Unavailable(why) = outgoing
-        .request("terminal/release", terminal, &cleanup)
+        .request("terminal/release", terminal.release(), &cleanup)
         .await
     {
         tracing::warn!("terminal/release: {why}");
@@ -121,6 +127,42 @@ async fn run_task(
         }),
         BridgeOutcome::Cancelled => BridgeOutcome::Cancelled,
         BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
+    }
+}
+
+/// A created terminal: the params of the requests that follow.
+struct Terminal {
+    session_id: String,
+    terminal_id: String,
+}
+
+impl Terminal {
+    fn wait_for_exit(&self) -> Value {
+        to_wire(acp::WaitForTerminalExitRequest::new(
+            self.session_id.clone(),
+            self.terminal_id.clone(),
+        ))
+    }
+
+    fn kill(&self) -> Value {
+        to_wire(acp::KillTerminalRequest::new(
+            self.session_id.clone(),
+            self.terminal_id.clone(),
+        ))
+    }
+
+    fn output(&self) -> Value {
+        to_wire(acp::TerminalOutputRequest::new(
+            self.session_id.clone(),
+            self.terminal_id.clone(),
+        ))
+    }
+
+    fn release(&self) -> Value {
+        to_wire(acp::ReleaseTerminalRequest::new(
+            self.session_id.clone(),
+            self.terminal_id.clone(),
+        ))
     }
 }
 

@@ -5,7 +5,8 @@
 //! invalid request) is answered and the next line is read; only the end
 //! of input or a failing read ends the connection.
 
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 use crate::core::daemon::DaemonError;
@@ -84,8 +85,48 @@ pub(super) async fn next_line<R: AsyncBufRead + Unpin>(
     }
 }
 
+/// A schema value as the JSON it goes on the wire as.
+pub(crate) fn to_wire(value: impl serde::Serialize) -> Value {
+    serde_json::to_value(value).unwrap_or_else(|e| {
+        // The schema's types hold strings, maps and numbers only.
+        tracing::error!("cannot serialize an ACP message: {e}");
+        Value::Null
+    })
+}
+
+/// JSON-RPC's answer to request `id`: its result.
+pub(crate) fn result_response(id: &Value, result: &Value) -> Value {
+    #[derive(Serialize)]
+    struct Response<'a> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        result: &'a Value,
+    }
+    to_wire(Response {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+}
+
+/// JSON-RPC's error answer to request `id`.
 pub(crate) fn error_response(id: &Value, code: i64, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+    #[derive(Serialize)]
+    struct ErrorResponse<'a> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        error: ErrorObject<'a>,
+    }
+    #[derive(Serialize)]
+    struct ErrorObject<'a> {
+        code: i64,
+        message: &'a str,
+    }
+    to_wire(ErrorResponse {
+        jsonrpc: "2.0",
+        id,
+        error: ErrorObject { code, message },
+    })
 }
 
 pub(super) fn daemon_error(id: &Value, error: DaemonError) -> Value {

@@ -19,6 +19,10 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::OutboundQueue;
+use crate::protocol::{
+    ContentBlock, PermissionOption, PermissionOptionKind, PermissionToolCall,
+    RequestPermissionParams, ToolCallContent, ToolCallStatus, ToolKind,
+};
 use crate::vocab::bridge::{
     ApplyEditRequest, ApplyEditResponse, BridgeOutcome, ClientAbilities, ClientBridge,
     PermissionAnswer, PermissionChoice, PermissionRequest, UserInputRequest,
@@ -220,24 +224,8 @@ impl ClientBridge for Outgoing {
                 "the editor cannot answer permission requests".to_string(),
             );
         }
-        // "Always" is offered only when there is something to remember (a
-        // command's scope); a choice that would remember nothing is not
-        // shown as if it did. Every option has a kind of its own: clients
-        // bind their keys by kind.
-        let mut options =
-            vec![json!({"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"})];
-        if let Some(scope) = request.always_scope.as_deref() {
-            options.push(json!({"optionId": "allow_always", "name": format!("Always allow `{scope}` in this session"), "kind": "allow_always"}));
-        }
-        options.push(json!({"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}));
-        if let Some(scope) = request.always_scope.as_deref() {
-            options.push(json!({"optionId": "reject_always", "name": format!("Always reject `{scope}` in this session"), "kind": "reject_always"}));
-        }
-        let params = json!({
-            "sessionId": request.session_id,
-            "toolCall": permission_tool_call(&request, self.permission_method),
-            "options": options,
-        });
+        let params = serde_json::to_value(permission_params(&request, self.permission_method))
+            .unwrap_or(Value::Null);
         permission_answer(self.request(self.permission_method, params, cancel).await)
     }
 
@@ -277,10 +265,11 @@ impl ClientBridge for Outgoing {
                 "the editor cannot apply workspace edits".to_string(),
             );
         }
-        let params = json!({
-            "label": request.label,
-            "edit": super::workspace_edit::workspace_edit_json(&request.edit),
-        });
+        let params = serde_json::to_value(ApplyEditParams {
+            label: request.label,
+            edit: super::workspace_edit::workspace_edit_json(&request.edit),
+        })
+        .unwrap_or(Value::Null);
         match self.request("workspace/applyEdit", params, cancel).await {
             BridgeOutcome::Answered(result) => BridgeOutcome::Answered(ApplyEditResponse {
                 applied: result
@@ -363,36 +352,141 @@ pub(crate) fn permission_answer(outcome: BridgeOutcome<Value>) -> BridgeOutcome<
     }
 }
 
-/// The `toolCall` of a permission request: the call as its `tool_call`
-/// showed it, with what is approved in its `content` (the command, the
-/// reason for asking again, each file's diff), so a client that kept no
-/// earlier update still shows what it asks about.
-fn permission_tool_call(request: &PermissionRequest, method: &str) -> Value {
-    let mut content: Vec<Value> = Vec::new();
+/// `workspace/applyEdit` params: lsp-types' `ApplyWorkspaceEditParams`
+/// with the edit as `workspace_edit_json` writes it.
+#[derive(serde::Serialize)]
+struct ApplyEditParams {
+    label: String,
+    edit: Value,
+}
+
+/// `tandem/requestPermission`'s params: the call as its `tool_call` showed
+/// it, with what is approved in its `content` (the command, the reason for
+/// asking again, each file's diff), so a client that kept no earlier
+/// update still shows what it asks about; and the choices. "Always" is
+/// offered only when there is something to remember (a command's scope); a
+/// choice that would remember nothing is not shown as if it did. Every
+/// option has a kind of its own: clients bind their keys by kind.
+fn permission_params(request: &PermissionRequest, method: &str) -> RequestPermissionParams {
+    let mut content = Vec::new();
     if let Some(text) = &request.text {
-        content.push(json!({"type": "content", "content": {"type": "text", "text": text}}));
+        content.push(ToolCallContent::Content {
+            content: ContentBlock::Text { text: text.clone() },
+        });
     }
     for diff in &request.diffs {
-        let mut block = json!({"type": "diff", "path": diff.path, "newText": diff.new_text});
-        if let Some(old) = &diff.old_text {
-            block["oldText"] = json!(old);
-        }
-        content.push(block);
+        content.push(ToolCallContent::Diff {
+            path: diff.path.clone(),
+            old_text: diff.old_text.clone(),
+            new_text: diff.new_text.clone(),
+        });
     }
-    let mut call = json!({
-        "toolCallId": request.tool_call_id,
-        "title": request.title,
-        // ACP has no `mcp` kind: an MCP tool is `other` there.
-        "kind": if request.kind == "mcp" && method == "session/request_permission" {
-            "other"
-        } else {
-            request.kind.as_str()
+    // ACP has no `mcp` kind: an MCP tool is `other` there.
+    let kind = match request.kind {
+        ToolKind::Mcp if method == "session/request_permission" => ToolKind::Other,
+        kind => kind,
+    };
+    use PermissionOptionKind as Kind;
+    let option = |id: &str, kind, name: String| PermissionOption {
+        option_id: id.to_string(),
+        name,
+        kind,
+    };
+    let scope = request.always_scope.as_deref();
+    let mut options = vec![option("allow_once", Kind::AllowOnce, "Allow once".into())];
+    if let Some(scope) = scope {
+        options.push(option(
+            "allow_always",
+            Kind::AllowAlways,
+            format!("Always allow `{scope}` in this session"),
+        ));
+    }
+    options.push(option("reject_once", Kind::RejectOnce, "Reject".into()));
+    if let Some(scope) = scope {
+        options.push(option(
+            "reject_always",
+            Kind::RejectAlways,
+            format!("Always reject `{scope}` in this session"),
+        ));
+    }
+    RequestPermissionParams {
+        session_id: request.session_id.clone(),
+        tool_call: PermissionToolCall {
+            tool_call_id: request.tool_call_id.clone(),
+            title: request.title.clone(),
+            kind,
+            status: ToolCallStatus::Pending,
+            raw_input: request.raw_input.clone(),
+            content,
         },
-        "status": "pending",
-        "rawInput": request.raw_input,
-    });
-    if !content.is_empty() {
-        call["content"] = json!(content);
+        options,
     }
-    call
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::vocab::event::FileDiff;
+
+    fn request(kind: ToolKind, scope: Option<&str>) -> PermissionRequest {
+        PermissionRequest {
+            session_id: "a724d54fff2b4a38a9b6eb5258a5217c".into(),
+            tool_call_id: "call_7".into(),
+            title: "Run `cargo test`".into(),
+            kind,
+            raw_input: json!({"cmd": "cargo test"}),
+            always_scope: scope.map(str::to_string),
+            text: Some("$ cargo test".into()),
+            diffs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_permission_request_is_protocol_mds_example() {
+        let params = permission_params(
+            &request(ToolKind::Execute, Some("cargo test")),
+            "tandem/requestPermission",
+        );
+        assert_eq!(
+            serde_json::to_value(params).unwrap(),
+            json!({
+              "sessionId":"a724d54fff2b4a38a9b6eb5258a5217c",
+              "toolCall":{"toolCallId":"call_7","title":"Run `cargo test`","kind":"execute","status":"pending","rawInput":{"cmd":"cargo test"},
+                "content":[{"type":"content","content":{"type":"text","text":"$ cargo test"}}]},
+              "options":[
+                {"optionId":"allow_once","name":"Allow once","kind":"allow_once"},
+                {"optionId":"allow_always","name":"Always allow `cargo test` in this session","kind":"allow_always"},
+                {"optionId":"reject_once","name":"Reject","kind":"reject_once"},
+                {"optionId":"reject_always","name":"Always reject `cargo test` in this session","kind":"reject_always"}]})
+        );
+    }
+
+    #[test]
+    fn a_patch_request_has_its_diffs_no_always_and_mcp_is_tandems_kind() {
+        let mut patch = request(ToolKind::Mcp, None);
+        patch.text = None;
+        patch.diffs = vec![FileDiff {
+            path: "/w/a.rs".into(),
+            old_text: Some("x".into()),
+            new_text: "y".into(),
+        }];
+        let params =
+            serde_json::to_value(permission_params(&patch, "tandem/requestPermission")).unwrap();
+        assert_eq!(params["toolCall"]["kind"], "mcp");
+        assert_eq!(
+            params["toolCall"]["content"],
+            json!([{"type": "diff", "path": "/w/a.rs", "oldText": "x", "newText": "y"}])
+        );
+        let kinds: Vec<&str> = params["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["allow_once", "reject_once"]);
+        let acp = permission_params(&patch, "session/request_permission");
+        assert_eq!(acp.tool_call.kind, ToolKind::Other);
+    }
 }

@@ -13,9 +13,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tower_lsp::lsp_types::{
+    NumberOrString, ProgressParams, ProgressParamsValue, WorkDoneProgress, WorkDoneProgressBegin,
+    WorkDoneProgressCreateParams, WorkDoneProgressEnd, WorkDoneProgressReport,
+};
 
 use super::outgoing::Outgoing;
 use super::OutboundQueue;
@@ -28,7 +32,7 @@ pub struct Progress {
     out: OutboundQueue,
     outgoing: Arc<Outgoing>,
     /// Per running turn: where its progress items go, and its session.
-    turns: Mutex<HashMap<String, (mpsc::UnboundedSender<Value>, String)>>,
+    turns: Mutex<HashMap<String, (mpsc::UnboundedSender<WorkDoneProgress>, String)>>,
     /// A turn's title (a task's), by session and turn id; `tandem` without.
     titles: OnceLock<TitleSource>,
 }
@@ -79,22 +83,17 @@ impl Progress {
                 self.begin(session_id, turn_id);
                 return;
             }
-            Event::ToolCall { turn_id, title, .. } => (
-                turn_id,
-                json!({"kind": "report", "message": format!("running: {title}")}),
-            ),
+            Event::ToolCall { turn_id, title, .. } => {
+                (turn_id, report(format!("running: {title}")))
+            }
             Event::ToolWaiting {
                 turn_id,
                 waiting_for,
                 ..
-            } => (
-                turn_id,
-                json!({"kind": "report", "message": format!("waiting for you ({waiting_for})")}),
-            ),
-            Event::StepStart { turn_id, step } => (
-                turn_id,
-                json!({"kind": "report", "message": format!("thinking (step {step})")}),
-            ),
+            } => (turn_id, report(format!("waiting for you ({waiting_for})"))),
+            Event::StepStart { turn_id, step } => {
+                (turn_id, report(format!("thinking (step {step})")))
+            }
             Event::TurnEnd {
                 turn_id,
                 stop_reason,
@@ -103,7 +102,9 @@ impl Progress {
                 let token = Self::token(session_id, turn_id);
                 let entry = self.turns.lock().remove(&token);
                 if let Some((tx, _)) = entry {
-                    let _ = tx.send(json!({"kind": "end", "message": stop_reason.as_str()}));
+                    let _ = tx.send(WorkDoneProgress::End(WorkDoneProgressEnd {
+                        message: Some(stop_reason.as_str().to_string()),
+                    }));
                 }
                 return;
             }
@@ -117,17 +118,17 @@ impl Progress {
 
     fn begin(&self, session_id: &str, turn_id: &str) {
         let token = Self::token(session_id, turn_id);
-        let (tx, mut rx) = mpsc::unbounded_channel::<Value>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<WorkDoneProgress>();
         let title = self
             .titles
             .get()
             .and_then(|title_of| title_of(session_id, turn_id))
             .unwrap_or_else(|| "tandem".to_string());
-        let _ = tx.send(json!({
-            "kind": "begin",
-            "title": title,
-            "message": "working",
-            "cancellable": true,
+        let _ = tx.send(WorkDoneProgress::Begin(WorkDoneProgressBegin {
+            title,
+            message: Some("working".to_string()),
+            cancellable: Some(true),
+            percentage: None,
         }));
         self.turns
             .lock()
@@ -142,7 +143,10 @@ impl Progress {
                 std::time::Duration::from_secs(10),
                 outgoing.request(
                     "window/workDoneProgress/create",
-                    json!({"token": token}),
+                    serde_json::to_value(WorkDoneProgressCreateParams {
+                        token: NumberOrString::String(token.clone()),
+                    })
+                    .unwrap_or(Value::Null),
                     &CancellationToken::new(),
                 ),
             )
@@ -152,16 +156,40 @@ impl Progress {
                 return;
             }
             while let Some(value) = rx.recv().await {
-                let end = value["kind"] == "end";
-                out.send_json(&json!({
-                    "jsonrpc": "2.0",
-                    "method": "$/progress",
-                    "params": {"token": token, "value": value},
-                }));
+                let end = matches!(value, WorkDoneProgress::End(_));
+                let params = ProgressParams {
+                    token: NumberOrString::String(token.clone()),
+                    value: ProgressParamsValue::WorkDone(value),
+                };
+                out.send_json(
+                    &serde_json::to_value(ProgressNotification {
+                        jsonrpc: "2.0",
+                        method: "$/progress",
+                        params,
+                    })
+                    .unwrap_or(Value::Null),
+                );
                 if end {
                     break;
                 }
             }
         });
     }
+}
+
+/// A `report` of the turn's progress.
+fn report(message: String) -> WorkDoneProgress {
+    WorkDoneProgress::Report(WorkDoneProgressReport {
+        cancellable: None,
+        message: Some(message),
+        percentage: None,
+    })
+}
+
+/// `$/progress`: JSON-RPC's envelope around lsp-types' params.
+#[derive(serde::Serialize)]
+struct ProgressNotification {
+    jsonrpc: &'static str,
+    method: &'static str,
+    params: ProgressParams,
 }

@@ -53,6 +53,7 @@ use super::patch::parse_patch;
 use super::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError, ToolEvent};
 use crate::vocab::approval::ApprovalMode;
 use crate::vocab::bridge::{BridgeOutcome, PermissionRequest};
+use crate::vocab::tool_call::{ToolKind, WaitingFor};
 
 pub struct ApplyPatch;
 
@@ -120,8 +121,8 @@ impl Tool for ApplyPatch {
         ApprovalClass::Edit
     }
 
-    fn kind(&self) -> &'static str {
-        "edit"
+    fn kind(&self) -> ToolKind {
+        ToolKind::Edit
     }
 
     fn title(&self, args: &Value) -> String {
@@ -207,19 +208,19 @@ async fn review(plan: &Arc<Plan>, raw_args: Value, ctx: &ToolContext) -> Result<
         });
     if abilities.apply_edit && expressible {
         // The editor shows the edit for review; the turn waits on the user.
-        (ctx.emit)(ToolEvent::Waiting("permission"));
+        (ctx.emit)(ToolEvent::Waiting(WaitingFor::Permission));
         let outcome = through_editor(plan, &plan.all(), true, ctx).await?;
         return finish(plan, &[outcome], ApprovalMode::Review);
     }
 
     if abilities.request_permission {
-        (ctx.emit)(ToolEvent::Waiting("permission"));
+        (ctx.emit)(ToolEvent::Waiting(WaitingFor::Permission));
     }
     let request = PermissionRequest {
         session_id: ctx.session_id.clone(),
         tool_call_id: ctx.call_id.clone(),
         title: format!("Patch: {}", plan.summary),
-        kind: "edit".to_string(),
+        kind: ToolKind::Edit,
         raw_input: raw_args,
         always_scope: None,
         text: None,

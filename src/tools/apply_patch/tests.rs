@@ -375,7 +375,9 @@ async fn review_mode_sends_one_annotated_edit_and_reports_it_applied_once_the_bu
     assert!(annotation.needs_confirmation);
     // The disk is the editor's business now.
     assert_eq!(fx.read("doc.rs"), "old\n");
-    assert!(fx.events.lock().contains(&ToolEvent::Waiting("permission")));
+    assert!(fx.events.lock().contains(&ToolEvent::Waiting(
+        crate::vocab::tool_call::WaitingFor::Permission
+    )));
 }
 
 #[tokio::test]

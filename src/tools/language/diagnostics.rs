@@ -12,6 +12,7 @@ use super::{answered, because, Sources, LANGUAGE_TIMEOUT};
 use crate::tools::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
 use crate::vocab::bridge::ClientAbilities;
 use crate::vocab::language::{Diagnostic, FileDiagnostics, Severity};
+use crate::vocab::tool_call::ToolKind;
 
 pub struct Diagnostics;
 
@@ -60,8 +61,8 @@ impl Tool for Diagnostics {
         ApprovalClass::Read
     }
 
-    fn kind(&self) -> &'static str {
-        "read"
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
     }
 
     fn title(&self, args: &Value) -> String {

@@ -12,6 +12,7 @@ use super::{answered, because, target, Sources, Target, LANGUAGE_TIMEOUT};
 use crate::tools::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
 use crate::vocab::bridge::ClientAbilities;
 use crate::vocab::language::{LanguageAnswer, Location, TextPoint};
+use crate::vocab::tool_call::ToolKind;
 
 pub struct Definition;
 pub struct References;
@@ -147,8 +148,8 @@ impl Tool for Definition {
         ApprovalClass::Read
     }
 
-    fn kind(&self) -> &'static str {
-        "search"
+    fn kind(&self) -> ToolKind {
+        ToolKind::Search
     }
 
     fn title(&self, args: &Value) -> String {
@@ -201,8 +202,8 @@ impl Tool for References {
         ApprovalClass::Read
     }
 
-    fn kind(&self) -> &'static str {
-        "search"
+    fn kind(&self) -> ToolKind {
+        ToolKind::Search
     }
 
     fn title(&self, args: &Value) -> String {

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::{answered, because, Sources, LANGUAGE_TIMEOUT};
 use crate::tools::{parse_args, ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
 use crate::vocab::bridge::ClientAbilities;
+use crate::vocab::tool_call::ToolKind;
 
 pub struct WorkspaceSymbols;
 
@@ -53,8 +54,8 @@ impl Tool for WorkspaceSymbols {
         ApprovalClass::Read
     }
 
-    fn kind(&self) -> &'static str {
-        "search"
+    fn kind(&self) -> ToolKind {
+        ToolKind::Search
     }
 
     fn title(&self, args: &Value) -> String {

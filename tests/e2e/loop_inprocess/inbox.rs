@@ -9,7 +9,7 @@ use serde_json::json;
 
 use tandem::core::driver::{Admission, AdmissionHook, ClaimedInput};
 use tandem::frontend::updates::session_update;
-use tandem::protocol::SessionUpdate;
+use tandem::protocol::{InputStatus, SessionUpdate};
 use tandem::vocab::event::{Event, InputQueue, StopReason, UserContent};
 
 use super::{call, text_content, tool_calls, turn_ends, Harness};
@@ -74,14 +74,14 @@ async fn steer_during_a_tool_enters_the_next_step_after_the_tool_result() {
     assert!(queued < tool_result && tool_result < claimed);
     assert!(claimed < entered && entered < step_two);
     // On the wire these are `input_status` pending then claimed.
-    let statuses: Vec<String> = [queued, claimed]
+    let statuses: Vec<InputStatus> = [queued, claimed]
         .iter()
         .map(|&i| match session_update(&events[i]) {
             Some(SessionUpdate::InputStatus { status, .. }) => status,
             other => panic!("{other:?}"),
         })
         .collect();
-    assert_eq!(statuses, ["pending", "claimed"]);
+    assert_eq!(statuses, [InputStatus::Pending, InputStatus::Claimed]);
     assert_eq!(
         turn_ends(&events),
         [("t1".to_string(), StopReason::EndTurn)]

@@ -18,6 +18,7 @@ use tandem::core::session::{Session, TurnReceipt};
 use tandem::tools::{ApprovalClass, ExecMode, Tool, ToolContext, ToolError};
 use tandem::vocab::bridge::NoClient;
 use tandem::vocab::event::{Event, StopReason, ToolStatus, UserContent};
+use tandem::vocab::tool_call::ToolKind;
 
 use crate::support::model_server::{openai, within_real_time, ModelServer, Reply};
 use crate::support::TEST_DEADLINE;
@@ -183,8 +184,8 @@ impl Tool for Controlled {
     fn approval(&self) -> ApprovalClass {
         ApprovalClass::Read
     }
-    fn kind(&self) -> &'static str {
-        "other"
+    fn kind(&self) -> ToolKind {
+        ToolKind::Other
     }
     fn title(&self, args: &Value) -> String {
         format!("{} {}", self.name, args["key"])
