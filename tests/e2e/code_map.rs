@@ -84,7 +84,7 @@ fn the_tree_walk_asks_for_directories_and_top_modules_only() {
     source_entries(&root.join("src"), root, &mut required);
     assert!(required.contains(&"src/core/".to_string()), "{required:?}");
     assert!(
-        required.contains(&"src/protocol.rs".to_string()),
+        required.contains(&"src/config.rs".to_string()),
         "{required:?}"
     );
     assert!(

@@ -6,6 +6,7 @@
 mod fork;
 mod image_lines;
 mod json;
+mod names;
 mod recovery;
 mod select;
 mod sessions;

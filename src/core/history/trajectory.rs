@@ -11,10 +11,11 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use super::names::{finish_name, request_name, serde_name, status_name, streamed};
 use super::shorten;
 use crate::core::log::LoggedEvent;
 use crate::core::projection::render_user_content;
-use crate::vocab::event::{Event, FinishReason, StopReason, ToolStatus, UserContent};
+use crate::vocab::event::{Event, StopReason, UserContent};
 
 /// What `tandem replay` prints.
 #[derive(Debug, Clone, Default)]
@@ -337,7 +338,7 @@ impl<'a> Walk<'a> {
                     .request
                     .take()
                     .filter(|r| r.chunks > 0)
-                    .map(|r| streamed(&r))
+                    .map(|r| streamed(r.chunks, &r.text))
                     .unwrap_or_default();
                 let then = if *retry { "retrying" } else { "giving up" };
                 self.line(
@@ -650,7 +651,13 @@ impl<'a> Walk<'a> {
                 if let Some(request) = self.request.take() {
                     self.summary.model_requests.in_flight += 1;
                     let what = request_name(&request.purpose, request.step, request.attempt);
-                    self.line(2, format!("{what} in flight{}", streamed(&request)));
+                    self.line(
+                        2,
+                        format!(
+                            "{what} in flight{}",
+                            streamed(request.chunks, &request.text)
+                        ),
+                    );
                 }
                 for id in self.open_calls(&turn_id) {
                     let call = &self.calls[&id];
@@ -712,7 +719,7 @@ impl<'a> Walk<'a> {
             2,
             format!(
                 "{what} cut short ({why}){}; no answer, usage unknown",
-                streamed(&request)
+                streamed(request.chunks, &request.text)
             ),
             block,
         );
@@ -764,43 +771,6 @@ impl<'a> Walk<'a> {
             .map(|c| c.name.clone())
             .unwrap_or_else(|| "?".to_string())
     }
-}
-
-fn request_name(purpose: &str, step: u32, attempt: u32) -> String {
-    match purpose {
-        "compaction" => format!("model request (step {step}, compaction summary)"),
-        _ => format!("model request (step {step}, attempt {attempt})"),
-    }
-}
-
-fn streamed(request: &Request) -> String {
-    match request.chunks {
-        0 => ", nothing streamed".to_string(),
-        1 => format!(
-            ", 1 chunk streamed ({} chars of answer)",
-            request.text.chars().count()
-        ),
-        n => format!(
-            ", {n} chunks streamed ({} chars of answer)",
-            request.text.chars().count()
-        ),
-    }
-}
-
-/// A value's protocol name: its serde name (`tool_calls`, `not_run`).
-fn serde_name<T: Serialize>(value: &T) -> String {
-    serde_json::to_value(value)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
-fn finish_name(finish: FinishReason) -> String {
-    serde_name(&finish)
-}
-
-fn status_name(status: ToolStatus) -> String {
-    serde_name(&status)
 }
 
 /// Walks the selected events and the end of the log.
