@@ -123,7 +123,7 @@ where
     );
     let (client_responses, client_requests) = input::forward_client_requests(socket, out.clone());
     let in_flight = Arc::new(Semaphore::new(input::MAX_IN_FLIGHT));
-    let mut input = Input {
+    let input = Input {
         daemon: daemon.clone(),
         client: client.clone(),
         out: out.clone(),
@@ -135,7 +135,7 @@ where
         client_responses,
         in_flight: in_flight.clone(),
     };
-    let end = input.run(stdin).await;
+    let (end, input) = input.run(stdin).await;
     tracing::info!("LSP input ended ({end:?}); shutting down");
     outgoing.fail_all();
     daemon.shutdown().await;
