@@ -12,7 +12,7 @@
 //! [`MAX_IN_FLIGHT`] at once (tower-lsp's own server loop buffered its
 //! handlers the same way), so a slow request never holds up a
 //! `codeAction` behind it; what answers at once (codeAction, most
-//! requests) is answered from here, without a task.
+//! requests) is answered from here, without a task of its own.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
