@@ -96,6 +96,10 @@ pub struct Editor {
     stdin: ChildStdin,
     incoming: mpsc::UnboundedReceiver<Received>,
     next_id: i64,
+    /// Responses to other requests that [`Editor::timed_request`] read
+    /// while it waited for its own (a prompt's, when its turn ended
+    /// meanwhile), for [`Editor::until_response`].
+    early: Vec<(Instant, Value)>,
 }
 
 impl Editor {
@@ -113,8 +117,16 @@ impl Editor {
         id
     }
 
-    /// Every frame up to and including the response to `id`.
+    /// Every frame up to and including the response to `id` (only the
+    /// response if a timed request already read it).
     pub async fn until_response(&mut self, id: i64) -> Vec<(Instant, Value)> {
+        if let Some(at) = self
+            .early
+            .iter()
+            .position(|(_, v)| v.get("id") == Some(&json!(id)))
+        {
+            return vec![self.early.remove(at)];
+        }
         let mut frames = Vec::new();
         loop {
             let received = tokio::time::timeout(WAIT, self.incoming.recv())
@@ -181,6 +193,7 @@ impl Editor {
             child,
             incoming,
             next_id: 1,
+            early: Vec::new(),
         }
     }
 
@@ -257,8 +270,12 @@ impl Editor {
                 .expect("the daemon answered in time")
                 .expect("the daemon kept stdout open");
             let value: Value = serde_json::from_slice(&received.body).expect("JSON frame");
-            if value.get("id") == Some(&json!(id)) && value.get("method").is_none() {
+            let response = value.get("id").is_some() && value.get("method").is_none();
+            if response && value.get("id") == Some(&json!(id)) {
                 return (received.at.saturating_duration_since(sent), value);
+            }
+            if response {
+                self.early.push((received.at, value));
             }
             *other += 1;
         }

@@ -12,7 +12,7 @@
 //! [`MAX_IN_FLIGHT`] at once (tower-lsp's own server loop buffered its
 //! handlers the same way), so a slow request never holds up a
 //! `codeAction` behind it; what answers at once (codeAction, most
-//! requests) is answered from here, without a task.
+//! requests) is answered from here, without a task of its own.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -71,8 +71,31 @@ enum Next {
 }
 
 impl Input {
-    /// Takes in frames until `exit`, EOF, or the service stops.
-    pub(super) async fn run<R>(&mut self, stdin: R) -> LspEnd
+    /// Takes in frames until `exit`, EOF, or the service stops, and hands
+    /// the loop back (its service answers what is still in flight).
+    ///
+    /// The loop runs as a task of the runtime, not on the thread that
+    /// awaits this: the worker whose reactor saw stdin become readable
+    /// polls it at once, where a loop on another thread would have to be
+    /// woken (a thread wake-up per request, a time slice on a loaded
+    /// machine: BENCHMARKS.md §7).
+    pub(super) async fn run<R>(self, stdin: R) -> (LspEnd, Input)
+    where
+        R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    {
+        let mut input = self;
+        let looping = tokio::spawn(async move {
+            let end = input.read(stdin).await;
+            (end, input)
+        });
+        match looping.await {
+            Ok(ended) => ended,
+            // Never cancelled: the runtime outlives this wait.
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+
+    async fn read<R>(&mut self, stdin: R) -> LspEnd
     where
         R: tokio::io::AsyncRead + Unpin + Send + 'static,
     {

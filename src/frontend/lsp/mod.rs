@@ -184,7 +184,7 @@ impl Connection {
         let (client_responses, client_requests) =
             input::forward_client_requests(socket, out.clone());
         let in_flight = Arc::new(Semaphore::new(input::MAX_IN_FLIGHT));
-        let mut reader = Input {
+        let reader = Input {
             daemon: daemon.clone(),
             client: client.clone(),
             out: out.clone(),
@@ -196,7 +196,7 @@ impl Connection {
             client_responses,
             in_flight: in_flight.clone(),
         };
-        let end = reader.run(input).await;
+        let (end, reader) = reader.run(input).await;
         tracing::info!("LSP input ended ({end:?}); closing the connection");
         outgoing.fail_all();
         match ending {
