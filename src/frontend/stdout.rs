@@ -20,7 +20,7 @@
 //!
 //! Invariant: frames are written in the order they were queued.
 
-use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -187,7 +187,7 @@ pub(crate) fn writer_with(
                 frame,
                 chunk_body,
                 budget: budget.clone(),
-                closing: Cell::new(false),
+                closing: AtomicBool::new(false),
             };
             match open() {
                 Ok(client) => writer.run(rx, client),
@@ -202,86 +202,212 @@ pub(crate) fn writer_with(
     out
 }
 
+/// A writer that is a task of the runtime instead of a thread: `out` is
+/// a serve tunnel's socket, `watch` a handle on the same socket for its
+/// unread bytes (see [`Writer::run_task`]).
+pub(crate) fn task_writer_with<W>(
+    out: W,
+    watch: ClientOut,
+    frame: Framer,
+    chunk_body: ChunkBody,
+) -> OutboundQueue
+where
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, rx) = mpsc::unbounded_channel();
+    let budget = Arc::new(OutputBudget::new(DEFAULT_OUTPUT_CAP));
+    let queue = OutboundQueue {
+        tx,
+        budget: Some(budget.clone()),
+    };
+    tokio::spawn(async move {
+        let writer = Writer {
+            frame,
+            chunk_body,
+            budget: budget.clone(),
+            closing: AtomicBool::new(false),
+        };
+        writer.run_task(rx, out, watch).await;
+        // Nothing more will be written: no turn may wait for it.
+        budget.close();
+    });
+    queue
+}
+
+/// What a writer's loop keeps between frames.
+#[derive(Default)]
+struct LoopState {
+    /// What arrived while the editor was behind waits here, with
+    /// adjacent chunks of one message merged.
+    pending: PendingFrames<Outbound>,
+    backlog: Backlog,
+    caught_up: usize,
+}
+
+/// What to do with the next queued frame.
+enum Next {
+    Write(Vec<u8>, usize),
+    Skip,
+    Stop,
+}
+
 struct Writer {
     frame: Framer,
     chunk_body: ChunkBody,
     budget: Arc<OutputBudget>,
     /// Set once `Close` is queued: no more waiting for a slow editor.
-    closing: Cell<bool>,
+    closing: AtomicBool,
 }
 
 impl Writer {
     fn run(&self, mut rx: mpsc::UnboundedReceiver<Outbound>, mut client: ClientOut) {
-        // What arrived while the editor was behind waits here, with
-        // adjacent chunks of one message merged.
-        let mut pending: PendingFrames<Outbound> = PendingFrames::default();
-        let mut backlog = Backlog::default();
-        let mut caught_up = 0;
+        let mut state = LoopState::default();
         loop {
-            if pending.is_empty() {
-                // A burst just went out (a replay of a long session), or a
-                // load or a turn asked: what they allocated is free now,
-                // and the allocator would keep it for good without being
-                // asked. (Both are called: each clears its own flag.)
-                let burst = pending.release_spare();
-                if super::memory::take_trim_request() | burst {
-                    super::memory::return_freed_memory();
-                }
+            if state.pending.is_empty() {
+                self.idle(&mut state.pending);
                 match rx.blocking_recv() {
-                    Some(item) => self.take(&mut pending, item),
+                    Some(item) => self.take(&mut state.pending, item),
                     None => return,
                 }
             }
-            self.drain(&mut rx, &mut pending);
-            if pending.eager {
+            self.drain(&mut rx, &mut state.pending);
+            if state.pending.eager {
                 // Slow: write only to an editor that has read everything.
-                if self.wait_until_read(&client, &mut rx, &mut pending) {
-                    caught_up += 1;
-                    if caught_up >= CAUGHT_UP_FRAMES {
-                        tracing::debug!("the editor reads as fast as we write again");
-                        pending.eager = false;
-                    }
-                } else {
-                    caught_up = 0;
-                }
+                let read = self.wait_until_read(&client, &mut rx, &mut state.pending);
+                self.caught_up(&mut state, read);
             }
-            let Some(next) = pending.pop() else { continue };
-            let (body, charge) = match next {
-                Pending::Chunk {
-                    session,
-                    event,
-                    charge,
-                } => ((self.chunk_body)(&session, &event), charge),
-                Pending::Other(Outbound::Frame(body)) => {
-                    let charge = body.len();
-                    (Some(body), charge)
-                }
-                Pending::Other(Outbound::Chunk(..)) => continue,
-                Pending::Other(Outbound::Close(done)) => {
-                    let _ = done.send(());
-                    return;
-                }
+            let (bytes, charge) = match self.next_frame(&mut state.pending) {
+                Next::Write(bytes, charge) => (bytes, charge),
+                Next::Skip => continue,
+                Next::Stop => return,
             };
-            let Some(body) = body else {
-                self.budget.release(charge);
-                continue;
-            };
-            let bytes = (self.frame)(&body);
             if let Err(e) = client.write_frame(&bytes) {
                 tracing::info!("cannot write to the client: {e}");
                 return;
             }
-            self.budget.release(charge);
-            backlog.wrote(bytes.len());
-            if !pending.eager && !self.closing.get() {
-                if let Some(unread) = client.unread() {
-                    let frames = backlog.frames_unread(unread);
-                    if frames > SLOW_FRAMES {
-                        tracing::debug!("the editor reads slowly ({frames} frames, {unread} bytes unread): merging, one frame at a time");
-                        let freed = pending.make_eager();
-                        self.budget.release(freed);
-                        caught_up = 0;
+            self.wrote(&mut state, &client, bytes.len(), charge);
+        }
+    }
+
+    /// [`Writer::run`] as a task of the runtime, writing to `out` (a serve
+    /// tunnel's socket) and watching the same socket's unread bytes
+    /// through `watch`: a frame is written on the thread whose task queued
+    /// it (the serve's one thread), with no writer thread to wake.
+    async fn run_task<W>(
+        &self,
+        mut rx: mpsc::UnboundedReceiver<Outbound>,
+        mut out: W,
+        watch: ClientOut,
+    ) where
+        W: tokio::io::AsyncWrite + Unpin,
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut state = LoopState::default();
+        loop {
+            if state.pending.is_empty() {
+                self.idle(&mut state.pending);
+                match rx.recv().await {
+                    Some(item) => self.take(&mut state.pending, item),
+                    None => return,
+                }
+            }
+            self.drain(&mut rx, &mut state.pending);
+            if state.pending.eager {
+                let mut look = Duration::from_millis(1);
+                let mut read = true;
+                while state.pending.eager && watch.unread().is_some_and(|n| n > 0) {
+                    if watch.reader_gone() {
+                        break;
                     }
+                    read = false;
+                    tokio::time::sleep(look).await;
+                    look = (look * 2).min(LONGEST_LOOK);
+                    self.drain(&mut rx, &mut state.pending);
+                }
+                self.caught_up(&mut state, read);
+            }
+            let (bytes, charge) = match self.next_frame(&mut state.pending) {
+                Next::Write(bytes, charge) => (bytes, charge),
+                Next::Skip => continue,
+                Next::Stop => return,
+            };
+            if let Err(e) = out.write_all(&bytes).await {
+                tracing::info!("cannot write to the client: {e}");
+                return;
+            }
+            self.wrote(&mut state, &watch, bytes.len(), charge);
+        }
+    }
+
+    /// Nothing waits: what a burst or a turn allocated is given back.
+    fn idle(&self, pending: &mut PendingFrames<Outbound>) {
+        // A burst just went out (a replay of a long session), or a load or
+        // a turn asked: what they allocated is free now, and the allocator
+        // would keep it for good without being asked. (Both are called:
+        // each clears its own flag.)
+        let burst = pending.release_spare();
+        if super::memory::take_trim_request() | burst {
+            super::memory::return_freed_memory();
+        }
+    }
+
+    /// A slow editor that had read everything (`read`) counts towards
+    /// being fast again.
+    fn caught_up(&self, state: &mut LoopState, read: bool) {
+        if read {
+            state.caught_up += 1;
+            if state.caught_up >= CAUGHT_UP_FRAMES {
+                tracing::debug!("the editor reads as fast as we write again");
+                state.pending.eager = false;
+            }
+        } else {
+            state.caught_up = 0;
+        }
+    }
+
+    /// The next frame's bytes and what they were charged.
+    fn next_frame(&self, pending: &mut PendingFrames<Outbound>) -> Next {
+        let Some(next) = pending.pop() else {
+            return Next::Skip;
+        };
+        let (body, charge) = match next {
+            Pending::Chunk {
+                session,
+                event,
+                charge,
+            } => ((self.chunk_body)(&session, &event), charge),
+            Pending::Other(Outbound::Frame(body)) => {
+                let charge = body.len();
+                (Some(body), charge)
+            }
+            Pending::Other(Outbound::Chunk(..)) => return Next::Skip,
+            Pending::Other(Outbound::Close(done)) => {
+                let _ = done.send(());
+                return Next::Stop;
+            }
+        };
+        match body {
+            Some(body) => Next::Write((self.frame)(&body), charge),
+            None => {
+                self.budget.release(charge);
+                Next::Skip
+            }
+        }
+    }
+
+    /// A frame of `len` bytes charged `charge` is written: released, and
+    /// the editor found slow when it left too many frames unread.
+    fn wrote(&self, state: &mut LoopState, client: &ClientOut, len: usize, charge: usize) {
+        self.budget.release(charge);
+        state.backlog.wrote(len);
+        if !state.pending.eager && !self.closing.load(Ordering::Relaxed) {
+            if let Some(unread) = client.unread() {
+                let frames = state.backlog.frames_unread(unread);
+                if frames > SLOW_FRAMES {
+                    tracing::debug!("the editor reads slowly ({frames} frames, {unread} bytes unread): merging, one frame at a time");
+                    let freed = state.pending.make_eager();
+                    self.budget.release(freed);
+                    state.caught_up = 0;
                 }
             }
         }
@@ -330,7 +456,7 @@ impl Writer {
             // it, as from any writer: an editor that stopped reading after
             // `exit` but keeps the pipe open must not keep us waiting.
             pending.eager = false;
-            self.closing.set(true);
+            self.closing.store(true, Ordering::Relaxed);
         }
         let freed = pending.push(pending_frame(item));
         if freed > 0 {

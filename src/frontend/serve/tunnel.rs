@@ -30,7 +30,7 @@ use crate::core::daemon::Daemon;
 use crate::frontend::client_pipe::ClientOut;
 use crate::frontend::followers::Followers;
 use crate::frontend::lsp::Ending;
-use crate::frontend::stdout::writer_with;
+use crate::frontend::stdout::task_writer_with;
 
 /// The `Upgrade` token of a tunnel.
 pub const UPGRADE: &str = "tandem";
@@ -195,20 +195,26 @@ pub(super) async fn read_head(
 
 /// One editor's connection, run by its protocol's frontend until it ends.
 async fn run(tunnels: &Arc<Tunnels>, protocol: Protocol, leftover: Vec<u8>, stream: Stream) {
-    let out = match ClientOut::socket(stream.as_fd()) {
-        Ok(out) => out,
+    // The socket's unread bytes are watched through a handle of its own;
+    // frames are written by a task on the serve's thread (no writer thread
+    // to wake per chunk).
+    let watch = match ClientOut::socket(stream.as_fd()) {
+        Ok(watch) => watch,
         Err(e) => {
             tracing::error!("cannot share the connection's socket: {e}");
             return;
         }
     };
-    let input = Cursor::new(leftover).chain(stream);
+    let (read, write) = tokio::io::split(stream);
+    let input = Cursor::new(leftover).chain(read);
     let daemon = tunnels.daemon.clone();
     let followers = &tunnels.followers;
+    let ending = Ending::Connection { port: tunnels.port };
     match protocol {
         Protocol::Lsp => {
-            let queue = writer_with(
-                move || Ok(out),
+            let queue = task_writer_with(
+                write,
+                watch,
                 crate::frontend::lsp::framing::encode,
                 crate::frontend::updates::update_notification,
             );
@@ -217,32 +223,18 @@ async fn run(tunnels: &Arc<Tunnels>, protocol: Protocol, leftover: Vec<u8>, stre
             let client = daemon.connect(followers.link(own.clone()));
             followers.register(client.id(), connection.sink(), own);
             let id = client.id();
-            connection
-                .run(
-                    daemon,
-                    client,
-                    input,
-                    Ending::Connection { port: tunnels.port },
-                )
-                .await;
+            connection.run(daemon, client, input, ending).await;
             followers.unregister(id);
         }
         Protocol::Acp => {
             let (frame, chunk) = crate::frontend::acp::Connection::framing();
-            let queue = writer_with(move || Ok(out), frame, chunk);
+            let queue = task_writer_with(write, watch, frame, chunk);
             let connection = crate::frontend::acp::Connection::new(queue);
             let own = connection.bridge();
             let client = daemon.connect(followers.link(own.clone()));
             followers.register(client.id(), connection.sink(), own);
             let id = client.id();
-            connection
-                .run(
-                    daemon,
-                    client,
-                    input,
-                    Ending::Connection { port: tunnels.port },
-                )
-                .await;
+            connection.run(daemon, client, input, ending).await;
             followers.unregister(id);
         }
     }
