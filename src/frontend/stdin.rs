@@ -20,7 +20,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 /// Stdin as an `AsyncRead`: through the reactor when it is a pipe or a
 /// socket, else tokio's blocking-pool `Stdin`.
 pub fn reader() -> Box<dyn AsyncRead + Unpin + Send> {
-    match PipeStdin::new() {
+    match PipeStdin::of(io::stdin().as_fd()) {
         Ok(Some(pipe)) => Box::new(pipe),
         Ok(None) => Box::new(tokio::io::stdin()),
         Err(e) => {
@@ -30,45 +30,51 @@ pub fn reader() -> Box<dyn AsyncRead + Unpin + Send> {
     }
 }
 
-struct PipeStdin {
-    /// A duplicate of fd 0: the same open pipe, owned here.
+/// An editor's pipe or socket handed over by a shim (`serve::stdio_pass`),
+/// read through the reactor; `None` when it is neither.
+pub(crate) fn fd_reader(
+    fd: std::os::fd::BorrowedFd<'_>,
+) -> io::Result<Option<impl AsyncRead + Unpin + Send>> {
+    PipeStdin::of(fd)
+}
+
+pub(crate) struct PipeStdin {
+    /// A duplicate of the descriptor: the same open pipe, owned here.
     fd: AsyncFd<OwnedFd>,
     /// The file status flags stdin had, put back on drop.
     flags: libc::c_int,
 }
 
 impl PipeStdin {
-    fn new() -> io::Result<Option<PipeStdin>> {
+    fn of(input: std::os::fd::BorrowedFd<'_>) -> io::Result<Option<PipeStdin>> {
+        let raw = input.as_raw_fd();
         // SAFETY: fstat and fcntl on fd 0 with valid pointers; no memory
         // is shared with the kernel beyond the call.
         let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(0, &mut stat) } != 0 {
+        if unsafe { libc::fstat(raw, &mut stat) } != 0 {
             return Err(io::Error::last_os_error());
         }
         let kind = stat.st_mode & libc::S_IFMT;
         if kind != libc::S_IFIFO && kind != libc::S_IFSOCK {
             return Ok(None);
         }
-        let flags = unsafe { libc::fcntl(0, libc::F_GETFL) };
+        let flags = unsafe { libc::fcntl(raw, libc::F_GETFL) };
         if flags < 0 {
             return Err(io::Error::last_os_error());
         }
-        if unsafe { libc::fcntl(0, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        if unsafe { libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
             return Err(io::Error::last_os_error());
         }
-        let registered = std::io::stdin()
-            .as_fd()
-            .try_clone_to_owned()
-            .and_then(|owned| {
-                // SAFETY: the descriptor is owned by the `AsyncFd`, so it
-                // stays open and names the same pipe for its lifetime.
-                unsafe { AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE) }
-                    .map_err(|e| e.into_parts().1)
-            });
+        let registered = input.try_clone_to_owned().and_then(|owned| {
+            // SAFETY: the descriptor is owned by the `AsyncFd`, so it
+            // stays open and names the same pipe for its lifetime.
+            unsafe { AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE) }
+                .map_err(|e| e.into_parts().1)
+        });
         match registered {
             Ok(fd) => Ok(Some(PipeStdin { fd, flags })),
             Err(e) => {
-                unsafe { libc::fcntl(0, libc::F_SETFL, flags) };
+                unsafe { libc::fcntl(raw, libc::F_SETFL, flags) };
                 Err(e)
             }
         }
@@ -77,8 +83,8 @@ impl PipeStdin {
 
 impl Drop for PipeStdin {
     fn drop(&mut self) {
-        // SAFETY: as in `new`.
-        unsafe { libc::fcntl(0, libc::F_SETFL, self.flags) };
+        // SAFETY: as in `of`; the duplicate shares the file status flags.
+        unsafe { libc::fcntl(self.fd.get_ref().as_raw_fd(), libc::F_SETFL, self.flags) };
     }
 }
 

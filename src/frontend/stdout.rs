@@ -203,13 +203,15 @@ pub(crate) fn writer_with(
 }
 
 /// A writer that is a task of the runtime instead of a thread: `out` is
-/// a serve tunnel's socket, `watch` a handle on the same socket for its
-/// unread bytes (see [`Writer::run_task`]).
+/// a serve tunnel's socket or an editor's pipe a shim handed over, `watch`
+/// a handle on the same for its unread bytes (see [`Writer::run_task`]);
+/// it stops when `gone` fires.
 pub(crate) fn task_writer_with<W>(
     out: W,
     watch: ClientOut,
     frame: Framer,
     chunk_body: ChunkBody,
+    gone: tokio_util::sync::CancellationToken,
 ) -> OutboundQueue
 where
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -227,7 +229,12 @@ where
             budget: budget.clone(),
             closing: AtomicBool::new(false),
         };
-        writer.run_task(rx, out, watch).await;
+        // `gone`: the client went away without closing its end (a killed
+        // shim whose editor keeps the pipe): what waits is dropped.
+        tokio::select! {
+            _ = writer.run_task(rx, out, watch) => {}
+            _ = gone.cancelled() => {}
+        }
         // Nothing more will be written: no turn may wait for it.
         budget.close();
     });

@@ -30,6 +30,10 @@ pub const FORCE_TCP_ENV: &str = "TANDEM_ATTACH_TCP";
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Set to `1`, a shim on the Unix socket relays the editor's bytes itself
+/// instead of handing the serve its stdio (to compare the two).
+pub const RELAY_ENV: &str = "TANDEM_ATTACH_RELAY";
+
 /// Opens a connection to the serve described by `info`.
 pub async fn connect(
     info: &ServeInfo,
@@ -73,8 +77,20 @@ pub async fn open_tunnel(info: &ServeInfo, protocol: Protocol) -> Result<Opened,
             info.port
         )
     };
+    // Over the Unix socket the serve can take the editor's pipes.
+    let pass_stdio =
+        matches!(stream, Stream::Unix(_)) && std::env::var_os(RELAY_ENV).is_none_or(|v| v != "1");
+    let pass = if pass_stdio {
+        format!(
+            "{}: {}\r\n",
+            super::stdio_pass::HEADER,
+            super::stdio_pass::PASS
+        )
+    } else {
+        String::new()
+    };
     let request = format!(
-        "GET {} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {bearer}\r\nConnection: Upgrade\r\nUpgrade: {}\r\n\r\n",
+        "GET {} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {bearer}\r\nConnection: Upgrade\r\nUpgrade: {}\r\n{pass}\r\n",
         protocol.path(),
         super::tunnel::UPGRADE
     );
@@ -105,7 +121,11 @@ pub async fn open_tunnel(info: &ServeInfo, protocol: Protocol) -> Result<Opened,
     }
     let leftover = head.split_off(end);
     let socket = shim_socket::blocking(stream).map_err(|e| failed(e.to_string()))?;
-    Ok(Opened { socket, leftover })
+    Ok(Opened {
+        socket,
+        leftover,
+        pass_stdio,
+    })
 }
 
 fn bearer(info: &ServeInfo) -> String {

@@ -32,6 +32,7 @@ pub mod listen;
 pub mod pipe;
 pub mod shim_socket;
 pub mod state;
+pub mod stdio_pass;
 pub mod stream;
 pub mod tunnel;
 

@@ -35,7 +35,11 @@ pub async fn run(home: &Path, protocol: Protocol) -> u8 {
             return 1;
         }
     };
-    let relayed = tokio::task::spawn_blocking(move || relay(opened.socket, opened.leftover)).await;
+    let relayed = if opened.pass_stdio {
+        tokio::task::spawn_blocking(move || hand_over(opened.socket)).await
+    } else {
+        tokio::task::spawn_blocking(move || relay(opened.socket, opened.leftover)).await
+    };
     match relayed {
         Ok(Ok(())) => {
             tracing::info!("{who}: the serve closed the connection");
@@ -48,6 +52,27 @@ pub async fn run(home: &Path, protocol: Protocol) -> u8 {
         Err(e) => {
             tracing::error!("{who}: {e}");
             1
+        }
+    }
+}
+
+/// Hands the serve our stdin and stdout, then waits until it closes the
+/// connection (the editor's input ended, or `exit`, or the serve stopped).
+fn hand_over(mut socket: Socket) -> io::Result<()> {
+    let Socket::Unix(unix) = &socket else {
+        return Err(io::Error::other(
+            "stdio can only be passed over the Unix socket",
+        ));
+    };
+    use std::os::fd::AsRawFd;
+    super::stdio_pass::send(unix.as_raw_fd(), [0, 1])?;
+    let mut sink = [0u8; 256];
+    loop {
+        match socket.read(&mut sink) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
 }

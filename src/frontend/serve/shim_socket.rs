@@ -60,6 +60,8 @@ impl Write for Socket {
 pub struct Opened {
     pub socket: Socket,
     pub leftover: Vec<u8>,
+    /// The serve takes the shim's stdio (see `stdio_pass`).
+    pub pass_stdio: bool,
 }
 
 /// The stream out of the runtime, as a blocking socket.

@@ -14,6 +14,7 @@
 //! allowlist, the connection limit), and its connection's end ends only
 //! its own part: its turns run on for the others.
 
+use std::future::Future;
 use std::io::Cursor;
 use std::os::fd::AsFd;
 use std::pin::Pin;
@@ -163,9 +164,20 @@ pub async fn route(mut stream: Stream, tunnels: &Arc<Tunnels>, others: usize) ->
         return None;
     }
     let leftover = head.split_off(end);
+    let pass = map
+        .get(super::stdio_pass::HEADER)
+        .is_some_and(|v| v.as_bytes() == super::stdio_pass::PASS.as_bytes());
     tunnels.open.fetch_add(1, Ordering::SeqCst);
-    tracing::info!(transport, path = protocol.path(), "a client connected");
-    run(tunnels, protocol, leftover, stream).await;
+    tracing::info!(
+        transport,
+        path = protocol.path(),
+        pass,
+        "a client connected"
+    );
+    match (pass, stream) {
+        (true, Stream::Unix(unix)) => run_passed(tunnels, protocol, unix).await,
+        (_, stream) => run(tunnels, protocol, leftover, stream).await,
+    }
     tunnels.open.fetch_sub(1, Ordering::SeqCst);
     tracing::info!(transport, path = protocol.path(), "a client disconnected");
     None
@@ -217,6 +229,7 @@ async fn run(tunnels: &Arc<Tunnels>, protocol: Protocol, leftover: Vec<u8>, stre
                 watch,
                 crate::frontend::lsp::framing::encode,
                 crate::frontend::updates::update_notification,
+                Default::default(),
             );
             let connection = crate::frontend::lsp::Connection::new(queue);
             let own = connection.bridge();
@@ -228,7 +241,7 @@ async fn run(tunnels: &Arc<Tunnels>, protocol: Protocol, leftover: Vec<u8>, stre
         }
         Protocol::Acp => {
             let (frame, chunk) = crate::frontend::acp::Connection::framing();
-            let queue = task_writer_with(write, watch, frame, chunk);
+            let queue = task_writer_with(write, watch, frame, chunk, Default::default());
             let connection = crate::frontend::acp::Connection::new(queue);
             let own = connection.bridge();
             let client = daemon.connect(followers.link(own.clone()));
@@ -237,6 +250,167 @@ async fn run(tunnels: &Arc<Tunnels>, protocol: Protocol, leftover: Vec<u8>, stre
             connection.run(daemon, client, input, ending).await;
             followers.unregister(id);
         }
+    }
+}
+
+/// One editor's connection whose shim handed over its stdio: the
+/// frontend reads and writes the editor's pipes as over stdio; the socket
+/// only says, by closing, that the connection is over.
+async fn run_passed(tunnels: &Arc<Tunnels>, protocol: Protocol, unix: tokio::net::UnixStream) {
+    let (input, output) = match super::stdio_pass::receive(&unix).await {
+        Ok(fds) => fds,
+        Err(e) => {
+            tracing::warn!("a shim's stdio did not arrive: {e}");
+            return;
+        }
+    };
+    let input = match crate::frontend::stdin::fd_reader(input.as_fd()) {
+        Ok(Some(reader)) => reader,
+        Ok(None) => {
+            tracing::warn!("a shim's stdin is neither a pipe nor a socket");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!("cannot read a shim's stdin: {e}");
+            return;
+        }
+    };
+    let watch = match ClientOut::socket(output.as_fd()) {
+        Ok(watch) => watch,
+        Err(e) => {
+            tracing::warn!("cannot watch a shim's stdout: {e}");
+            return;
+        }
+    };
+    let output = match AsyncOutput::of(output) {
+        Ok(output) => output,
+        Err(e) => {
+            tracing::warn!("cannot write a shim's stdout: {e}");
+            return;
+        }
+    };
+    // A shim that dies (killed with its window) ends the connection as the
+    // end of the editor's input would: the editor may keep its pipes.
+    let gone = tokio_util::sync::CancellationToken::new();
+    let (mut shim, keep) = unix.into_split();
+    let watcher = tokio::spawn({
+        let gone = gone.clone();
+        async move {
+            let mut byte = [0u8; 64];
+            while matches!(shim.read(&mut byte).await, Ok(n) if n > 0) {}
+            gone.cancel();
+        }
+    });
+    let input = UntilGone {
+        input,
+        gone: Box::pin(gone.clone().cancelled_owned()),
+    };
+    let daemon = tunnels.daemon.clone();
+    let followers = &tunnels.followers;
+    let ending = Ending::Connection { port: tunnels.port };
+    match protocol {
+        Protocol::Lsp => {
+            let queue = task_writer_with(
+                output,
+                watch,
+                crate::frontend::lsp::framing::encode,
+                crate::frontend::updates::update_notification,
+                gone.clone(),
+            );
+            let connection = crate::frontend::lsp::Connection::new(queue);
+            let own = connection.bridge();
+            let client = daemon.connect(followers.link(own.clone()));
+            followers.register(client.id(), connection.sink(), own);
+            let id = client.id();
+            connection.run(daemon, client, input, ending).await;
+            followers.unregister(id);
+        }
+        Protocol::Acp => {
+            let (frame, chunk) = crate::frontend::acp::Connection::framing();
+            let queue = task_writer_with(output, watch, frame, chunk, gone.clone());
+            let connection = crate::frontend::acp::Connection::new(queue);
+            let own = connection.bridge();
+            let client = daemon.connect(followers.link(own.clone()));
+            followers.register(client.id(), connection.sink(), own);
+            let id = client.id();
+            connection.run(daemon, client, input, ending).await;
+            followers.unregister(id);
+        }
+    }
+    // Closing the socket ends the shim.
+    watcher.abort();
+    drop(keep);
+}
+
+/// An editor's stdout handed over by a shim: a pipe, or a socket (what
+/// libuv gives a child), written through the reactor.
+enum AsyncOutput {
+    Pipe(tokio::net::unix::pipe::Sender),
+    Socket(tokio::net::UnixStream),
+}
+
+impl AsyncOutput {
+    fn of(fd: std::os::fd::OwnedFd) -> std::io::Result<AsyncOutput> {
+        use std::os::unix::fs::FileTypeExt;
+        let file = std::fs::File::from(fd);
+        if file.metadata()?.file_type().is_socket() {
+            let socket = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(file));
+            socket.set_nonblocking(true)?;
+            Ok(AsyncOutput::Socket(tokio::net::UnixStream::from_std(
+                socket,
+            )?))
+        } else {
+            Ok(AsyncOutput::Pipe(
+                tokio::net::unix::pipe::Sender::from_file(file)?,
+            ))
+        }
+    }
+}
+
+impl AsyncWrite for AsyncOutput {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            AsyncOutput::Pipe(p) => Pin::new(p).poll_write(cx, buf),
+            AsyncOutput::Socket(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            AsyncOutput::Pipe(p) => Pin::new(p).poll_flush(cx),
+            AsyncOutput::Socket(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            AsyncOutput::Pipe(p) => Pin::new(p).poll_shutdown(cx),
+            AsyncOutput::Socket(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+/// An input that ends when `gone` fires.
+struct UntilGone<R> {
+    input: R,
+    gone: Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for UntilGone<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if this.gone.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.input).poll_read(cx, buf)
     }
 }
 
