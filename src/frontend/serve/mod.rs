@@ -18,7 +18,9 @@
 //!   `tunnel` — an editor's connection, run by its protocol's frontend;
 //!   `control` — the jsonrpsee methods (`serve/status`, `serve/stop`);
 //!   `client`, `pipe` and `shim_socket` — the other end: the control calls
-//!   and the shims (`tandem lsp --attach`, `tandem acp --attach`).
+//!   and the shims (`tandem lsp --attach`, `tandem acp --attach`);
+//!   `stdio_pass` — a shim handing the serve its stdin and stdout over the
+//!   Unix socket, so the serve reads and writes the editor's pipes itself.
 //! - Who hears which session, and who is asked a turn's questions, is
 //!   `frontend::followers`.
 //!
