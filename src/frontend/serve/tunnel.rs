@@ -219,17 +219,35 @@ async fn run(tunnels: &Arc<Tunnels>, protocol: Protocol, leftover: Vec<u8>, stre
     };
     let (read, write) = tokio::io::split(stream);
     let input = Cursor::new(leftover).chain(read);
+    serve_editor(tunnels, protocol, input, write, watch, Default::default()).await;
+}
+
+/// Runs `protocol`'s frontend for one editor as a client of the serve's
+/// daemon: it reads `input`, its frames are written to `output` by a task
+/// on the serve's thread (`watch` sees what the editor has not read yet;
+/// `gone` ends the writer when the editor goes away without closing).
+async fn serve_editor<R, W>(
+    tunnels: &Arc<Tunnels>,
+    protocol: Protocol,
+    input: R,
+    output: W,
+    watch: ClientOut,
+    gone: tokio_util::sync::CancellationToken,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let daemon = tunnels.daemon.clone();
     let followers = &tunnels.followers;
     let ending = Ending::Connection { port: tunnels.port };
     match protocol {
         Protocol::Lsp => {
             let queue = task_writer_with(
-                write,
+                output,
                 watch,
                 crate::frontend::lsp::framing::encode,
                 crate::frontend::updates::update_notification,
-                Default::default(),
+                gone,
             );
             let connection = crate::frontend::lsp::Connection::new(queue);
             let own = connection.bridge();
@@ -241,7 +259,7 @@ async fn run(tunnels: &Arc<Tunnels>, protocol: Protocol, leftover: Vec<u8>, stre
         }
         Protocol::Acp => {
             let (frame, chunk) = crate::frontend::acp::Connection::framing();
-            let queue = task_writer_with(write, watch, frame, chunk, Default::default());
+            let queue = task_writer_with(output, watch, frame, chunk, gone);
             let connection = crate::frontend::acp::Connection::new(queue);
             let own = connection.bridge();
             let client = daemon.connect(followers.link(own.clone()));
@@ -282,7 +300,7 @@ async fn run_passed(tunnels: &Arc<Tunnels>, protocol: Protocol, unix: tokio::net
             return;
         }
     };
-    let output = match AsyncOutput::of(output) {
+    let output = match async_output(output) {
         Ok(output) => output,
         Err(e) => {
             tracing::warn!("cannot write a shim's stdout: {e}");
@@ -305,38 +323,7 @@ async fn run_passed(tunnels: &Arc<Tunnels>, protocol: Protocol, unix: tokio::net
         input,
         gone: Box::pin(gone.clone().cancelled_owned()),
     };
-    let daemon = tunnels.daemon.clone();
-    let followers = &tunnels.followers;
-    let ending = Ending::Connection { port: tunnels.port };
-    match protocol {
-        Protocol::Lsp => {
-            let queue = task_writer_with(
-                output,
-                watch,
-                crate::frontend::lsp::framing::encode,
-                crate::frontend::updates::update_notification,
-                gone.clone(),
-            );
-            let connection = crate::frontend::lsp::Connection::new(queue);
-            let own = connection.bridge();
-            let client = daemon.connect(followers.link(own.clone()));
-            followers.register(client.id(), connection.sink(), own);
-            let id = client.id();
-            connection.run(daemon, client, input, ending).await;
-            followers.unregister(id);
-        }
-        Protocol::Acp => {
-            let (frame, chunk) = crate::frontend::acp::Connection::framing();
-            let queue = task_writer_with(output, watch, frame, chunk, gone.clone());
-            let connection = crate::frontend::acp::Connection::new(queue);
-            let own = connection.bridge();
-            let client = daemon.connect(followers.link(own.clone()));
-            followers.register(client.id(), connection.sink(), own);
-            let id = client.id();
-            connection.run(daemon, client, input, ending).await;
-            followers.unregister(id);
-        }
-    }
+    serve_editor(tunnels, protocol, input, output, watch, gone).await;
     // Closing the socket ends the shim.
     watcher.abort();
     drop(keep);
@@ -344,53 +331,15 @@ async fn run_passed(tunnels: &Arc<Tunnels>, protocol: Protocol, unix: tokio::net
 
 /// An editor's stdout handed over by a shim: a pipe, or a socket (what
 /// libuv gives a child), written through the reactor.
-enum AsyncOutput {
-    Pipe(tokio::net::unix::pipe::Sender),
-    Socket(tokio::net::UnixStream),
-}
-
-impl AsyncOutput {
-    fn of(fd: std::os::fd::OwnedFd) -> std::io::Result<AsyncOutput> {
-        use std::os::unix::fs::FileTypeExt;
-        let file = std::fs::File::from(fd);
-        if file.metadata()?.file_type().is_socket() {
-            let socket = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(file));
-            socket.set_nonblocking(true)?;
-            Ok(AsyncOutput::Socket(tokio::net::UnixStream::from_std(
-                socket,
-            )?))
-        } else {
-            Ok(AsyncOutput::Pipe(
-                tokio::net::unix::pipe::Sender::from_file(file)?,
-            ))
-        }
-    }
-}
-
-impl AsyncWrite for AsyncOutput {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            AsyncOutput::Pipe(p) => Pin::new(p).poll_write(cx, buf),
-            AsyncOutput::Socket(s) => Pin::new(s).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            AsyncOutput::Pipe(p) => Pin::new(p).poll_flush(cx),
-            AsyncOutput::Socket(s) => Pin::new(s).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            AsyncOutput::Pipe(p) => Pin::new(p).poll_shutdown(cx),
-            AsyncOutput::Socket(s) => Pin::new(s).poll_shutdown(cx),
-        }
+fn async_output(fd: std::os::fd::OwnedFd) -> std::io::Result<Box<dyn AsyncWrite + Unpin + Send>> {
+    use std::os::unix::fs::FileTypeExt;
+    let file = std::fs::File::from(fd);
+    if file.metadata()?.file_type().is_socket() {
+        let socket = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(file));
+        socket.set_nonblocking(true)?;
+        Ok(Box::new(tokio::net::UnixStream::from_std(socket)?))
+    } else {
+        Ok(Box::new(tokio::net::unix::pipe::Sender::from_file(file)?))
     }
 }
 

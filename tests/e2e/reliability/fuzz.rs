@@ -171,9 +171,23 @@ fn report(frontend: &str, cases: usize, seed: u64, elapsed: std::time::Duration,
     );
 }
 
-#[tokio::test]
-async fn lsp_frontend_survives_fuzzed_frames_and_answers_every_probe() {
-    let mut g = Gen::for_suite("reliability::fuzz lsp");
+/// The frontend a fuzz run drives.
+#[derive(Clone, Copy)]
+enum Frontend {
+    Lsp,
+    Acp,
+}
+
+/// Every case of the run against `frontend`, a fresh daemon (or, with
+/// `attach`, a fresh serve through the shim) per [`CASES_PER_DAEMON`].
+async fn fuzz_run(frontend: Frontend, attach: bool) {
+    let name = match (frontend, attach) {
+        (Frontend::Lsp, false) => "lsp",
+        (Frontend::Lsp, true) => "lsp --attach",
+        (Frontend::Acp, false) => "acp",
+        (Frontend::Acp, true) => "acp --attach",
+    };
+    let mut g = Gen::for_suite(&format!("reliability::fuzz {name}"));
     let cases = case_count();
     let server = model_server().await;
     let started = Instant::now();
@@ -181,10 +195,22 @@ async fn lsp_frontend_survives_fuzzed_frames_and_answers_every_probe() {
     let mut done = 0;
     while done < cases {
         let batch = (cases - done).min(CASES_PER_DAEMON);
-        fuzz_one_lsp_daemon(&mut g, done, batch, &server, &mut tally, false).await;
+        match frontend {
+            Frontend::Lsp => {
+                fuzz_one_lsp_daemon(&mut g, done, batch, &server, &mut tally, attach).await
+            }
+            Frontend::Acp => {
+                fuzz_one_acp_agent(&mut g, done, batch, &server, &mut tally, attach).await
+            }
+        }
         done += batch;
     }
-    report("lsp", cases, g.seed, started.elapsed(), &tally);
+    report(name, cases, g.seed, started.elapsed(), &tally);
+}
+
+#[tokio::test]
+async fn lsp_frontend_survives_fuzzed_frames_and_answers_every_probe() {
+    fuzz_run(Frontend::Lsp, false).await;
 }
 
 /// The same cases through `tandem lsp --attach` to a serve it starts: the
@@ -192,18 +218,7 @@ async fn lsp_frontend_survives_fuzzed_frames_and_answers_every_probe() {
 /// same frontend; the serve must keep serving and log no panic.
 #[tokio::test]
 async fn lsp_through_the_serve_survives_fuzzed_frames_and_answers_every_probe() {
-    let mut g = Gen::for_suite("reliability::fuzz lsp --attach");
-    let cases = case_count();
-    let server = model_server().await;
-    let started = Instant::now();
-    let mut tally = Tally::default();
-    let mut done = 0;
-    while done < cases {
-        let batch = (cases - done).min(CASES_PER_DAEMON);
-        fuzz_one_lsp_daemon(&mut g, done, batch, &server, &mut tally, true).await;
-        done += batch;
-    }
-    report("lsp --attach", cases, g.seed, started.elapsed(), &tally);
+    fuzz_run(Frontend::Lsp, true).await;
 }
 
 /// Stops the serve a shim started in `home`, however the run ended.
@@ -441,35 +456,13 @@ impl AcpPipe {
 
 #[tokio::test]
 async fn acp_frontend_survives_fuzzed_lines_and_answers_every_probe() {
-    let mut g = Gen::for_suite("reliability::fuzz acp");
-    let cases = case_count();
-    let server = model_server().await;
-    let started = Instant::now();
-    let mut tally = Tally::default();
-    let mut done = 0;
-    while done < cases {
-        let batch = (cases - done).min(CASES_PER_DAEMON);
-        fuzz_one_acp_agent(&mut g, done, batch, &server, &mut tally, false).await;
-        done += batch;
-    }
-    report("acp", cases, g.seed, started.elapsed(), &tally);
+    fuzz_run(Frontend::Acp, false).await;
 }
 
 /// The same cases through `tandem acp --attach` to a serve it starts.
 #[tokio::test]
 async fn acp_through_the_serve_survives_fuzzed_lines_and_answers_every_probe() {
-    let mut g = Gen::for_suite("reliability::fuzz acp --attach");
-    let cases = case_count();
-    let server = model_server().await;
-    let started = Instant::now();
-    let mut tally = Tally::default();
-    let mut done = 0;
-    while done < cases {
-        let batch = (cases - done).min(CASES_PER_DAEMON);
-        fuzz_one_acp_agent(&mut g, done, batch, &server, &mut tally, true).await;
-        done += batch;
-    }
-    report("acp --attach", cases, g.seed, started.elapsed(), &tally);
+    fuzz_run(Frontend::Acp, true).await;
 }
 
 /// Cases `first..first + count` against one fresh `tandem acp` (with

@@ -162,11 +162,25 @@ pub async fn tunnel(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Result<(tokio::net::TcpStream, Vec<u8>), u16> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .expect("connect to the serve");
-    let mut request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n");
+    upgrade(stream, &format!("127.0.0.1:{port}"), path, headers).await
+}
+
+/// Sends a tunnel request (`Host: host`) on `stream` and reads the answer:
+/// the stream after the `101`, with what followed it; or the status.
+pub async fn upgrade<S>(
+    mut stream: S,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<(S, Vec<u8>), u16>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n");
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }

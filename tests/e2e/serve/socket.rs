@@ -136,35 +136,10 @@ async fn tunnel_unix(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Result<(tokio::net::UnixStream, Vec<u8>), u16> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::UnixStream::connect(socket)
+    let stream = tokio::net::UnixStream::connect(socket)
         .await
         .unwrap_or_else(|e| panic!("connect to {}: {e}", socket.display()));
-    let mut request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n");
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).await.expect("send");
-    let mut head = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let end = loop {
-        if let Some(at) = head.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        let n = stream.read(&mut chunk).await.expect("read the answer");
-        assert!(n > 0, "the serve closed before answering: {head:?}");
-        head.extend_from_slice(&chunk[..n]);
-    };
-    let status: u16 = String::from_utf8_lossy(&head[..end])
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("an HTTP status");
-    if status != 101 {
-        return Err(status);
-    }
-    Ok((stream, head.split_off(end)))
+    super::upgrade(stream, "localhost", path, headers).await
 }
 
 /// The status of a tunnel over the socket with `authorization` (and
