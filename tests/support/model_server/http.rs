@@ -26,7 +26,10 @@ pub(super) async fn accept_loop(listener: TcpListener, state: Arc<State>) {
 
 async fn serve_connection(mut socket: TcpStream, state: Arc<State>) {
     let _ = socket.set_nodelay(true);
-    let Some(request) = read_request(&mut socket).await else {
+    let keep_body = !state
+        .discard_bodies
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let Some(request) = read_request(&mut socket, keep_body).await else {
         return;
     };
     // The reply is chosen before the request is recorded, so the request
@@ -76,8 +79,9 @@ fn error_reply(status: u16, message: &str) -> Reply {
     )
 }
 
-/// Reads the request head and a `Content-Length` body.
-async fn read_request(socket: &mut TcpStream) -> Option<RecordedRequest> {
+/// Reads the request head and a `Content-Length` body (kept and parsed
+/// when `keep_body`, else read and dropped).
+async fn read_request(socket: &mut TcpStream, keep_body: bool) -> Option<RecordedRequest> {
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 8192];
     let mut arrived = None;
@@ -107,15 +111,23 @@ async fn read_request(socket: &mut TcpStream) -> Option<RecordedRequest> {
         .and_then(|(_, value)| value.parse().ok())
         .unwrap_or(0);
     let mut body = buffer.split_off(head_end + 4);
-    while body.len() < length {
+    let mut read = body.len();
+    while read < length {
         let n = socket.read(&mut chunk).await.ok()?;
         if n == 0 {
             return None;
         }
-        body.extend_from_slice(&chunk[..n]);
+        read += n;
+        if keep_body {
+            body.extend_from_slice(&chunk[..n]);
+        }
     }
     let received_at = Instant::now();
-    let raw_body = String::from_utf8_lossy(&body).into_owned();
+    let raw_body = if keep_body {
+        String::from_utf8_lossy(&body).into_owned()
+    } else {
+        String::new()
+    };
     Some(RecordedRequest {
         method,
         path,

@@ -60,6 +60,8 @@ struct State {
     models: Mutex<Option<Vec<String>>>,
     /// Signalled on every recorded request and every hang-up.
     changed: Notify,
+    /// Set by [`ModelServer::discard_bodies`]: bodies are read and dropped.
+    discard_bodies: std::sync::atomic::AtomicBool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -156,6 +158,23 @@ impl ModelServer {
     /// Sets the model ids `GET /v1/models` lists.
     pub fn set_models(&self, ids: &[&str]) {
         *lock(&self.state.models) = Some(ids.iter().map(|id| id.to_string()).collect());
+    }
+
+    /// Reads request bodies to their end and drops them: requests are still
+    /// recorded, with `body` `Null` and `raw_body` empty. For a benchmark
+    /// whose model answers a long session's steps as fast as they come:
+    /// parsing and keeping every multi-hundred-kilobyte body is CPU and
+    /// memory a real model server spends on another machine, not on the
+    /// cores the daemon under measurement runs on.
+    pub fn discard_bodies(&self) {
+        self.state
+            .discard_bodies
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How many requests have arrived, without copying them.
+    pub fn request_count(&self) -> usize {
+        lock(&self.state.requests).len()
     }
 
     /// Every request received so far, in arrival order.
