@@ -46,8 +46,15 @@ pub(crate) fn typed_answer<T: DeserializeOwned, U>(
     }
 }
 
-/// What the model reads about a malformed answer to `method`.
+/// What the model reads about a malformed answer to `method`. serde names
+/// the Rust struct it expected (the schema crate's are internal: `Wire`);
+/// the editor sent JSON, where that is an object.
 pub(crate) fn malformed(method: &str, why: impl std::fmt::Display) -> String {
+    let mut why = why.to_string();
+    if let Some(at) = why.find(", expected struct ") {
+        why.truncate(at);
+        why.push_str(", expected an object");
+    }
     format!("the editor's answer to {method} was malformed: {why}")
 }
 
@@ -251,6 +258,11 @@ mod tests {
         assert_eq!(
             unavailable(read(json!({}))),
             "the editor's answer to fs/read_text_file was malformed: missing field `content`"
+        );
+        assert_eq!(
+            unavailable(read(json!("text"))),
+            "the editor's answer to fs/read_text_file was malformed: \
+             invalid type: string \"text\", expected an object"
         );
         assert_eq!(
             unavailable(read(json!({"content": 5}))),
