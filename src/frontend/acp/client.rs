@@ -1,7 +1,8 @@
 //! The [`ClientBridge`] of an ACP client: permission through
 //! `session/request_permission`, questions through `elicitation/create`,
 //! files through `fs/*`, commands through `terminal/*`, each only when the
-//! client advertised it in `initialize`.
+//! client advertised it in `initialize`; and [`typed_answer`], which reads
+//! each of the client's answers as ACP's response type.
 
 use std::sync::Arc;
 

@@ -5,7 +5,8 @@
 //!
 //! Invariant: a created terminal is always released, and killed first
 //! unless it exited, even when the caller stops waiting: the run is a task
-//! of its own that watches the cancel token.
+//! of its own that watches the cancel token. Every answer is read as ACP's
+//! response type ([`typed_answer`]).
 
 use std::sync::Arc;
 
