@@ -285,3 +285,38 @@ async fn a_question_answered_without_an_action_is_the_questions_error() {
     ))
     .await;
 }
+
+#[tokio::test]
+async fn a_create_answer_without_a_terminal_id_is_the_commands_error() {
+    malformed_answer(case(
+        exec("echo hi"),
+        "terminal/create",
+        json!({"id": "term-1"}),
+        "the editor's answer to terminal/create was malformed: missing field `terminalId`",
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn an_output_answer_with_truncated_of_the_wrong_type_is_the_commands_error() {
+    malformed_answer(case(
+        exec("echo hi"),
+        "terminal/output",
+        json!({"output": "hi\n", "truncated": "no"}),
+        "the editor's answer to terminal/output was malformed: invalid type: string \"no\", \
+         expected a boolean",
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn a_permission_answer_with_an_option_of_the_wrong_type_is_the_commands_error() {
+    malformed_answer(case(
+        exec("echo hi"),
+        "session/request_permission",
+        json!({"outcome": {"outcome": "selected", "optionId": 1}}),
+        "the editor's answer to session/request_permission was malformed: invalid type: \
+         integer `1`, expected a string",
+    ))
+    .await;
+}
