@@ -139,6 +139,22 @@ impl AcpClient {
         params: Value,
         answer: &str,
     ) -> (Value, Vec<Value>) {
+        self.request_answering(method, params, |message| {
+            (message["method"] == "session/request_permission")
+                .then(|| json!({"outcome": {"outcome": "selected", "optionId": answer}}))
+        })
+        .await
+    }
+
+    /// Sends a request; returns its response and everything before it. A
+    /// request of tandem's (fs, terminal, permission, …) is answered with
+    /// the result `answer` gives for it; one it gives none for stays open.
+    pub(crate) async fn request_answering(
+        &mut self,
+        method: &str,
+        params: Value,
+        mut answer: impl FnMut(&Value) -> Option<Value>,
+    ) -> (Value, Vec<Value>) {
         let id = self.next_id;
         self.next_id += 1;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
@@ -146,15 +162,15 @@ impl AcpClient {
         let mut before = Vec::new();
         loop {
             let message = self.next().await;
-            if message["method"] == "session/request_permission" {
-                let reply = json!({"jsonrpc": "2.0", "id": message["id"],
-                                   "result": {"outcome": {"outcome": "selected", "optionId": answer}}});
+            if message["id"] == id && message.get("method").is_none() {
+                return (message, before);
+            }
+            let result = message.get("id").and_then(|_| answer(&message));
+            if let Some(result) = result {
+                let reply = json!({"jsonrpc": "2.0", "id": message["id"], "result": result});
                 before.push(message);
                 self.send(reply).await;
                 continue;
-            }
-            if message["id"] == id && message.get("method").is_none() {
-                return (message, before);
             }
             before.push(message);
         }

@@ -4,6 +4,7 @@
 mod support;
 
 mod acp;
+mod acp_answers;
 mod acp_roots;
 mod additional_roots;
 mod agent_loop;

@@ -1,9 +1,9 @@
 //! The client's files: `fs/read_text_file` and `fs/write_text_file`.
 
 use agent_client_protocol_schema::v1 as acp;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::client::typed_answer;
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::vocab::bridge::{BridgeOutcome, ClientFile};
 
@@ -14,16 +14,11 @@ pub(crate) async fn read(
     cancel: &CancellationToken,
 ) -> BridgeOutcome<String> {
     let params = super::wire::to_wire(acp::ReadTextFileRequest::new(file.session_id, file.path));
-    match outgoing.request("fs/read_text_file", params, cancel).await {
-        BridgeOutcome::Answered(result) => match result.get("content").and_then(Value::as_str) {
-            Some(content) => BridgeOutcome::Answered(content.to_string()),
-            None => BridgeOutcome::Unavailable(format!(
-                "the client's answer to fs/read_text_file has no string `content`: {result}"
-            )),
-        },
-        BridgeOutcome::Cancelled => BridgeOutcome::Cancelled,
-        BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
-    }
+    const METHOD: &str = "fs/read_text_file";
+    let answer = outgoing.request(METHOD, params, cancel).await;
+    typed_answer(METHOD, answer, |read: acp::ReadTextFileResponse| {
+        read.content
+    })
 }
 
 /// Replaces the text of `file` in the client.
@@ -38,9 +33,7 @@ pub(crate) async fn write(
         file.path,
         text,
     ));
-    match outgoing.request("fs/write_text_file", params, cancel).await {
-        BridgeOutcome::Answered(_) => BridgeOutcome::Answered(()),
-        BridgeOutcome::Cancelled => BridgeOutcome::Cancelled,
-        BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
-    }
+    const METHOD: &str = "fs/write_text_file";
+    let answer = outgoing.request(METHOD, params, cancel).await;
+    typed_answer(METHOD, answer, |_: acp::WriteTextFileResponse| ())
 }

@@ -7,9 +7,11 @@
 //! `{"outcome": "declined"}`; a cancel as [`BridgeOutcome::Cancelled`].
 
 use agent_client_protocol_schema::v1 as acp;
+use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::client::{malformed, typed_answer};
 use super::wire::to_wire;
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::protocol::WireQuestion;
@@ -46,7 +48,7 @@ pub(super) async fn ask(
     let questions = crate::frontend::updates::wire_questions(&request.questions);
     let params = create_request(&request.session_id, &request.tool_call_id, &questions);
     match outgoing.request("elicitation/create", params, cancel).await {
-        BridgeOutcome::Answered(result) => outcome(&result),
+        BridgeOutcome::Answered(result) => outcome(result),
         other => other,
     }
 }
@@ -84,25 +86,74 @@ fn create_request(session_id: &str, tool_call_id: &str, questions: &[WireQuestio
     params
 }
 
-/// The client's `elicitation/create` result as the tool's outcome.
-pub(crate) fn outcome(result: &Value) -> BridgeOutcome<Value> {
-    match result["action"].as_str() {
-        Some("accept") => BridgeOutcome::Answered(
-            result
-                .get("content")
-                .cloned()
+/// The client's `elicitation/create` result as the tool's outcome: read as
+/// ACP's `CreateElicitationResponse` (a malformed one is the tool's error);
+/// the accepted answers reach the model in the client's order.
+pub(crate) fn outcome(result: Value) -> BridgeOutcome<Value> {
+    const METHOD: &str = "elicitation/create";
+    if let Some(why) = untagged_error(&result) {
+        let why = malformed(METHOD, why);
+        tracing::warn!("{why}: {result}");
+        return BridgeOutcome::Unavailable(why);
+    }
+    let content = result.get("content").cloned();
+    let action = match typed_answer(
+        METHOD,
+        BridgeOutcome::Answered(result),
+        |answer: acp::CreateElicitationResponse| answer.action,
+    ) {
+        BridgeOutcome::Answered(action) => action,
+        BridgeOutcome::Cancelled => return BridgeOutcome::Cancelled,
+        BridgeOutcome::Unavailable(why) => return BridgeOutcome::Unavailable(why),
+    };
+    match action {
+        acp::ElicitationAction::Accept(_) => BridgeOutcome::Answered(
+            content
                 .filter(|c| !c.is_null())
                 .unwrap_or_else(|| Value::Object(Map::new())),
         ),
-        Some("decline") => BridgeOutcome::Answered(Value::Object(Map::from_iter([(
-            "outcome".to_string(),
-            Value::from("declined"),
-        )]))),
-        Some("cancel") => BridgeOutcome::Cancelled,
-        _ => BridgeOutcome::Unavailable(format!(
-            "the client answered elicitation/create with an unknown action: {result}"
+        acp::ElicitationAction::Decline => BridgeOutcome::Answered(Value::Object(Map::from_iter(
+            [("outcome".to_string(), Value::from("declined"))],
+        ))),
+        acp::ElicitationAction::Cancel => BridgeOutcome::Cancelled,
+        // A custom or future action: not one to act on as if known.
+        other => BridgeOutcome::Unavailable(format!(
+            "the editor answered {METHOD} with an action tandem does not know: {}",
+            to_wire(other)
         )),
     }
+}
+
+/// What serde would only call "no variant matched" in an answer: `action`
+/// missing or not a string, an answer in `content` of no type ACP allows.
+fn untagged_error(result: &Value) -> Option<String> {
+    match result.get("action") {
+        None => return Some("missing field `action`".to_string()),
+        Some(Value::String(_)) => {}
+        Some(action) => {
+            return Some(format!(
+                "invalid type: `action` is {action}, expected a string"
+            ))
+        }
+    }
+    if result["action"] != "accept" {
+        return None;
+    }
+    let content = result.get("content").and_then(Value::as_object);
+    let bad_answer = content.into_iter().flatten().find_map(|(id, answer)| {
+        acp::ElicitationContentValue::deserialize(answer)
+            .is_err()
+            .then(|| {
+                format!(
+                    "`content.{id}` is {answer}: not a string, number, boolean or array of strings"
+                )
+            })
+    });
+    bad_answer.or_else(|| {
+        acp::ElicitationAcceptAction::deserialize(result)
+            .err()
+            .map(|e| e.to_string())
+    })
 }
 
 #[cfg(test)]
@@ -135,5 +186,49 @@ mod tests {
             .keys()
             .collect();
         assert_eq!(keys, ["name", "db"]);
+    }
+
+    #[test]
+    fn an_answer_is_acps_and_a_malformed_one_says_what_is_wrong() {
+        assert_eq!(
+            outcome(json!({"action": "accept", "content": {"b": "2", "a": 1}})),
+            BridgeOutcome::Answered(json!({"b": "2", "a": 1}))
+        );
+        assert_eq!(
+            outcome(json!({"action": "decline"})),
+            BridgeOutcome::Answered(json!({"outcome": "declined"}))
+        );
+        assert_eq!(
+            outcome(json!({"action": "cancel"})),
+            BridgeOutcome::Cancelled
+        );
+        let malformed = "the editor's answer to elicitation/create was malformed: ";
+        for (result, why) in [
+            (json!({}), "missing field `action`"),
+            (
+                json!({"action": "accept", "content": {"db": {"x": 1}}}),
+                r#"`content.db` is {"x":1}: not a string, number, boolean or array of strings"#,
+            ),
+            (
+                json!({"action": "accept", "content": "postgres"}),
+                r#"invalid type: string "postgres", expected a map"#,
+            ),
+            (
+                json!({"action": 5}),
+                "invalid type: `action` is 5, expected a string",
+            ),
+        ] {
+            assert_eq!(
+                outcome(result),
+                BridgeOutcome::Unavailable(format!("{malformed}{why}"))
+            );
+        }
+        assert_eq!(
+            outcome(json!({"action": "_custom", "x": 1})),
+            BridgeOutcome::Unavailable(
+                r#"the editor answered elicitation/create with an action tandem does not know: {"action":"_custom","x":1}"#
+                    .to_string()
+            )
+        );
     }
 }

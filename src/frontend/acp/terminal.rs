@@ -5,7 +5,8 @@
 //!
 //! Invariant: a created terminal is always released, and killed first
 //! unless it exited, even when the caller stops waiting: the run is a task
-//! of its own that watches the cancel token.
+//! of its own that watches the cancel token. Every answer is read as ACP's
+//! response type ([`typed_answer`]).
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::client::typed_answer;
 use super::session_updates::UpdateMessage;
 use super::wire::to_wire;
 use crate::frontend::lsp::outgoing::Outgoing;
@@ -50,15 +52,15 @@ async fn run_task(
             .cwd(command.cwd)
             .output_byte_limit(command.output_byte_limit as u64),
     );
-    let created = match outgoing.request("terminal/create", params, &cancel).await {
-        BridgeOutcome::Answered(result) => result,
+    let created = outgoing.request("terminal/create", params, &cancel).await;
+    let terminal_id = match typed_answer(
+        "terminal/create",
+        created,
+        |created: acp::CreateTerminalResponse| created.terminal_id.to_string(),
+    ) {
+        BridgeOutcome::Answered(id) => id,
         BridgeOutcome::Cancelled => return BridgeOutcome::Cancelled,
         BridgeOutcome::Unavailable(why) => return BridgeOutcome::Unavailable(why),
-    };
-    let Some(terminal_id) = created["terminalId"].as_str().map(str::to_string) else {
-        return BridgeOutcome::Unavailable(format!(
-            "the client's answer to terminal/create has no `terminalId`: {created}"
-        ));
     };
     let shown = acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
         command.tool_call_id,
@@ -81,28 +83,31 @@ async fn run_task(
         _ = tokio::time::sleep(command.timeout) => Waited::TimedOut,
         _ = cancel.cancelled() => Waited::Cancelled,
     };
+    // What the model reads besides the output: a cleanup answer that was
+    // malformed (the command may still run, or its terminal stay open).
+    let mut notes = Vec::new();
     let end = match waited {
-        Waited::Exit(BridgeOutcome::Answered(status)) => exit_end(&status),
-        Waited::Exit(other) => {
-            // The client could not say; make sure nothing keeps running.
-            let _ = outgoing
-                .request("terminal/kill", terminal.kill(), &cleanup)
-                .await;
-            let _ = outgoing
-                .request("terminal/release", terminal.release(), &cleanup)
-                .await;
-            return match other {
-                BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
-                _ => BridgeOutcome::Cancelled,
-            };
-        }
-        Waited::TimedOut | Waited::Cancelled => {
-            if let BridgeOutcome::Unavailable(why) = outgoing
-                .request("terminal/kill", terminal.kill(), &cleanup)
-                .await
-            {
-                tracing::warn!("terminal/kill: {why}");
+        Waited::Exit(exit) => match typed_answer("terminal/wait_for_exit", exit, exit_end) {
+            BridgeOutcome::Answered(end) => end,
+            other => {
+                // The client could not say; make sure nothing keeps running.
+                let _ = outgoing
+                    .request("terminal/kill", terminal.kill(), &cleanup)
+                    .await;
+                let _ = outgoing
+                    .request("terminal/release", terminal.release(), &cleanup)
+                    .await;
+                return match other {
+                    BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
+                    _ => BridgeOutcome::Cancelled,
+                };
             }
+        },
+        Waited::TimedOut | Waited::Cancelled => {
+            let killed = outgoing
+                .request("terminal/kill", terminal.kill(), &cleanup)
+                .await;
+            cleanup_answer::<acp::KillTerminalResponse>("terminal/kill", killed, &mut notes);
             if matches!(waited, Waited::TimedOut) {
                 TerminalEnd::TimedOut
             } else {
@@ -113,20 +118,45 @@ async fn run_task(
     let output = outgoing
         .request("terminal/output", terminal.output(), &cleanup)
         .await;
-    if let BridgeOutcome::Unavailable(why) = outgoing
+    let released = outgoing
         .request("terminal/release", terminal.release(), &cleanup)
-        .await
-    {
-        tracing::warn!("terminal/release: {why}");
-    }
-    match output {
-        BridgeOutcome::Answered(output) => BridgeOutcome::Answered(TerminalRun {
-            end,
-            output: output["output"].as_str().unwrap_or_default().to_string(),
-            truncated: output["truncated"] == true,
-        }),
-        BridgeOutcome::Cancelled => BridgeOutcome::Cancelled,
-        BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
+        .await;
+    cleanup_answer::<acp::ReleaseTerminalResponse>("terminal/release", released, &mut notes);
+    typed_answer(
+        "terminal/output",
+        output,
+        |output: acp::TerminalOutputResponse| {
+            let mut text = output.output;
+            for note in notes {
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(&format!("[{note}]"));
+            }
+            TerminalRun {
+                end,
+                output: text,
+                truncated: output.truncated,
+            }
+        },
+    )
+}
+
+/// The answer to a cleanup request (`terminal/kill`, `terminal/release`):
+/// an error answer is logged; a malformed one also becomes a note the
+/// model reads with the output.
+fn cleanup_answer<T: serde::de::DeserializeOwned>(
+    method: &str,
+    answer: BridgeOutcome<Value>,
+    notes: &mut Vec<String>,
+) {
+    let answered = matches!(answer, BridgeOutcome::Answered(_));
+    if let BridgeOutcome::Unavailable(why) = typed_answer(method, answer, |_: T| ()) {
+        if answered {
+            notes.push(why);
+        } else {
+            tracing::warn!("{method}: {why}");
+        }
     }
 }
 
@@ -173,10 +203,11 @@ enum Waited {
 }
 
 /// `{exitCode, signal}` of `terminal/wait_for_exit`.
-fn exit_end(status: &Value) -> TerminalEnd {
-    match (status["exitCode"].as_i64(), status["signal"].as_str()) {
-        (_, Some(signal)) => TerminalEnd::Signalled(signal.to_string()),
-        (Some(code), None) => TerminalEnd::Exited(code as i32),
+fn exit_end(exit: acp::WaitForTerminalExitResponse) -> TerminalEnd {
+    let status = exit.exit_status;
+    match (status.exit_code, status.signal) {
+        (_, Some(signal)) => TerminalEnd::Signalled(signal),
+        (Some(code), None) => TerminalEnd::Exited(i32::try_from(code).unwrap_or(-1)),
         (None, None) => TerminalEnd::Exited(-1),
     }
 }

@@ -10,6 +10,7 @@
 //! header, and never over TCP.
 
 use std::io;
+use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// The request header a shim sends to pass its stdio.
@@ -18,39 +19,76 @@ pub const HEADER: &str = "Tandem-Stdio";
 pub const PASS: &str = "pass";
 
 const FDS: usize = 2;
+/// The bytes of FDS descriptors in a control message.
+const FDS_BYTES: u32 = (FDS * std::mem::size_of::<RawFd>()) as u32;
+
+/// What a `msghdr` of one byte and FDS descriptors points at, in `send`
+/// and `receive` alike.
+struct Buffers {
+    byte: [u8; 1],
+    iov: libc::iovec,
+    control: Vec<u8>,
+}
+
+/// A `msghdr` over [`Buffers`], which stay borrowed while it is used.
+struct Message<'a> {
+    header: libc::msghdr,
+    _buffers: PhantomData<&'a mut Buffers>,
+}
+
+impl Buffers {
+    fn new(byte: u8) -> Buffers {
+        // SAFETY: CMSG_SPACE only computes a size.
+        let space = unsafe { libc::CMSG_SPACE(FDS_BYTES) } as usize;
+        Buffers {
+            byte: [byte],
+            iov: libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            },
+            control: vec![0u8; space],
+        }
+    }
+
+    fn message(&mut self) -> Message<'_> {
+        self.iov = libc::iovec {
+            iov_base: self.byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        // SAFETY: a zeroed msghdr is valid; every pointer set below points
+        // into `self`, which the returned message borrows, so it outlives
+        // the sendmsg or recvmsg call.
+        let mut header: libc::msghdr = unsafe { std::mem::zeroed() };
+        header.msg_iov = &mut self.iov;
+        header.msg_iovlen = 1;
+        header.msg_control = self.control.as_mut_ptr().cast();
+        header.msg_controllen = self.control.len() as _;
+        Message {
+            header,
+            _buffers: PhantomData,
+        }
+    }
+}
 
 /// Sends `fds` (stdin, stdout) over the connected Unix socket `socket`.
 pub fn send(socket: RawFd, fds: [RawFd; FDS]) -> io::Result<()> {
-    let mut byte = [1u8];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe { libc::CMSG_SPACE((FDS * std::mem::size_of::<RawFd>()) as u32) } as usize;
-    let mut control = vec![0u8; space];
-    // SAFETY: a zeroed msghdr is valid; every pointer set below points at
-    // memory that outlives the sendmsg call.
-    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-    message.msg_iov = &mut iov;
-    message.msg_iovlen = 1;
-    message.msg_control = control.as_mut_ptr().cast();
-    message.msg_controllen = space as _;
+    let mut buffers = Buffers::new(1);
+    let message = buffers.message();
     // SAFETY: the control buffer has room for one header with FDS fds.
     unsafe {
-        let header = libc::CMSG_FIRSTHDR(&message);
+        let header = libc::CMSG_FIRSTHDR(&message.header);
         (*header).cmsg_level = libc::SOL_SOCKET;
         (*header).cmsg_type = libc::SCM_RIGHTS;
-        (*header).cmsg_len = libc::CMSG_LEN((FDS * std::mem::size_of::<RawFd>()) as u32) as _;
+        (*header).cmsg_len = libc::CMSG_LEN(FDS_BYTES) as _;
         std::ptr::copy_nonoverlapping(
             fds.as_ptr().cast::<u8>(),
             libc::CMSG_DATA(header),
-            FDS * std::mem::size_of::<RawFd>(),
+            FDS_BYTES as usize,
         );
     }
     loop {
-        // SAFETY: as above.
-        let sent = unsafe { libc::sendmsg(socket, &message, libc::MSG_NOSIGNAL) };
+        // SAFETY: the message's buffers outlive the call.
+        let sent = unsafe { libc::sendmsg(socket, &message.header, libc::MSG_NOSIGNAL) };
         if sent >= 0 {
             return Ok(());
         }
@@ -76,23 +114,11 @@ pub async fn receive(stream: &tokio::net::UnixStream) -> io::Result<(OwnedFd, Ow
 }
 
 fn receive_now(socket: RawFd) -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut byte = [0u8];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe { libc::CMSG_SPACE((FDS * std::mem::size_of::<RawFd>()) as u32) } as usize;
-    let mut control = vec![0u8; space];
-    // SAFETY: as in `send`.
-    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
-    message.msg_iov = &mut iov;
-    message.msg_iovlen = 1;
-    message.msg_control = control.as_mut_ptr().cast();
-    message.msg_controllen = space as _;
+    let mut buffers = Buffers::new(0);
+    let mut message = buffers.message();
     // SAFETY: the buffers outlive the call; MSG_CMSG_CLOEXEC keeps the
     // descriptors from leaking into the tools' children.
-    let got = unsafe { libc::recvmsg(socket, &mut message, libc::MSG_CMSG_CLOEXEC) };
+    let got = unsafe { libc::recvmsg(socket, &mut message.header, libc::MSG_CMSG_CLOEXEC) };
     if got < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -105,8 +131,8 @@ fn receive_now(socket: RawFd) -> io::Result<(OwnedFd, OwnedFd)> {
     // SAFETY: the kernel filled the control buffer; the header is checked
     // before its data is read.
     unsafe {
-        let header = libc::CMSG_FIRSTHDR(&message);
-        let expected = libc::CMSG_LEN((FDS * std::mem::size_of::<RawFd>()) as u32) as usize;
+        let header = libc::CMSG_FIRSTHDR(&message.header);
+        let expected = libc::CMSG_LEN(FDS_BYTES) as usize;
         if header.is_null()
             || (*header).cmsg_level != libc::SOL_SOCKET
             || (*header).cmsg_type != libc::SCM_RIGHTS
@@ -121,7 +147,7 @@ fn receive_now(socket: RawFd) -> io::Result<(OwnedFd, OwnedFd)> {
         std::ptr::copy_nonoverlapping(
             libc::CMSG_DATA(header),
             fds.as_mut_ptr().cast::<u8>(),
-            FDS * std::mem::size_of::<RawFd>(),
+            FDS_BYTES as usize,
         );
         Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])))
     }
