@@ -4,6 +4,7 @@
 
 pub mod acp;
 pub(crate) mod additional_roots;
+pub(crate) mod answers;
 mod client_pipe;
 mod coalesce;
 pub mod doctor;

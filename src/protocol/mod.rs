@@ -515,6 +515,43 @@ pub enum PermissionOptionKind {
     RejectAlways,
 }
 
+/// The answer to `tandem/requestPermission` (and ACP's
+/// `session/request_permission`, the same shape).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestPermissionResult {
+    pub outcome: PermissionOutcome,
+}
+
+/// What the user chose, or that the request was cancelled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum PermissionOutcome {
+    Selected {
+        #[serde(rename = "optionId")]
+        option_id: String,
+        /// tandem's extension: the user's comment on a rejection.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    Cancelled,
+}
+
+/// The answer to `tandem/requestUserInput`: `{answers}` (any JSON), or
+/// `{outcome: "cancelled"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestUserInputResult {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<UserInputOutcome>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UserInputOutcome {
+    Cancelled,
+}
+
 /// `tandem/requestUserInput` params (daemon → editor).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -457,3 +457,32 @@ async fn a_patch_whose_second_file_does_not_match_changes_nothing_and_names_the_
         .next_back();
     assert_eq!(status, Some("failed"));
 }
+
+#[tokio::test]
+async fn a_malformed_apply_edit_answer_is_named_to_the_model_and_changes_nothing() {
+    let (_dir, root) = workspace();
+    write(&root, "a.txt", "alpha\n");
+    let server = ModelServer::start().await;
+    script_patch(
+        &server,
+        "*** Begin Patch\n*** Update File: a.txt\n@@\n-alpha\n+ALPHA\n*** End Patch",
+    );
+    let mut editor = Editor::spawn().await;
+    editor
+        .initialize_with(&root, apply_edit_capabilities())
+        .await;
+    answer_apply_edit(&mut editor, json!({"applied": "yes"}));
+    let session = editor.new_session(config_for(&server, "review")).await;
+
+    let response = prompt_answering_edit(&mut editor, &session, None).await;
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let told = tool_result(&server).await;
+    assert!(
+        told.contains(
+            "the editor's answer to workspace/applyEdit was malformed: \
+             invalid type: string \"yes\", expected a boolean"
+        ),
+        "{told}"
+    );
+    assert_eq!(read(&root, "a.txt"), "alpha\n");
+}

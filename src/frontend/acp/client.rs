@@ -1,14 +1,12 @@
 //! The [`ClientBridge`] of an ACP client: permission through
 //! `session/request_permission`, questions through `elicitation/create`,
 //! files through `fs/*`, commands through `terminal/*`, each only when the
-//! client advertised it in `initialize`; and [`typed_answer`], which reads
-//! each of the client's answers as ACP's response type.
+//! client advertised it in `initialize`. Each answer is read as ACP's
+//! response type ([`crate::frontend::answers::typed_answer`]).
 
 use std::sync::Arc;
 
-use agent_client_protocol_schema::v1 as acp;
 use parking_lot::Mutex;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -18,82 +16,9 @@ use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::OutboundQueue;
 use crate::vocab::bridge::{
     ApplyEditRequest, ApplyEditResponse, BridgeOutcome, ClientAbilities, ClientBridge,
-    ClientFacilities, ClientFile, PermissionAnswer, PermissionChoice, PermissionRequest,
-    TerminalCommand, TerminalRun, UserInputRequest,
+    ClientFacilities, ClientFile, PermissionAnswer, PermissionRequest, TerminalCommand,
+    TerminalRun, UserInputRequest,
 };
-
-/// The client's answer to `method` read as the schema's response type `T`,
-/// then `take`n: as lenient as ACP itself (optional fields, `_meta`,
-/// unknown fields ignored), no more. A malformed answer is logged and
-/// becomes the specific error the tool that asked reports; a JSON-RPC
-/// error answer, a cancel and a missing capability pass through as they
-/// were.
-pub(crate) fn typed_answer<T: DeserializeOwned, U>(
-    method: &str,
-    outcome: BridgeOutcome<Value>,
-    take: impl FnOnce(T) -> U,
-) -> BridgeOutcome<U> {
-    match outcome {
-        BridgeOutcome::Answered(result) => match T::deserialize(&result) {
-            Ok(answer) => BridgeOutcome::Answered(take(answer)),
-            Err(e) => {
-                let why = malformed(method, &e);
-                tracing::warn!("{why}: {result}");
-                BridgeOutcome::Unavailable(why)
-            }
-        },
-        BridgeOutcome::Cancelled => BridgeOutcome::Cancelled,
-        BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
-    }
-}
-
-/// What the model reads about a malformed answer to `method`. serde names
-/// the Rust struct it expected (the schema crate's are internal: `Wire`);
-/// the editor sent JSON, where that is an object.
-pub(crate) fn malformed(method: &str, why: impl std::fmt::Display) -> String {
-    let mut why = why.to_string();
-    if let Some(at) = why.find(", expected struct ") {
-        why.truncate(at);
-        why.push_str(", expected an object");
-    }
-    format!("the editor's answer to {method} was malformed: {why}")
-}
-
-/// `session/request_permission`'s answer as ACP's
-/// `RequestPermissionResponse`; `outcome.reason` is tandem's extension
-/// (the user's comment on a rejection), read when it is a string.
-fn permission_answer(outcome: BridgeOutcome<Value>) -> BridgeOutcome<PermissionAnswer> {
-    const METHOD: &str = "session/request_permission";
-    let reason = match &outcome {
-        BridgeOutcome::Answered(result) => result["outcome"]["reason"]
-            .as_str()
-            .map(str::trim)
-            .filter(|r| !r.is_empty())
-            .map(str::to_string),
-        _ => None,
-    };
-    let answer: acp::RequestPermissionResponse = match typed_answer(METHOD, outcome, |a| a) {
-        BridgeOutcome::Answered(answer) => answer,
-        BridgeOutcome::Cancelled => return BridgeOutcome::Cancelled,
-        BridgeOutcome::Unavailable(why) => return BridgeOutcome::Unavailable(why),
-    };
-    let option_id = match answer.outcome {
-        acp::RequestPermissionOutcome::Selected(selected) => selected.option_id,
-        // The prompt turn was cancelled before the user chose.
-        _ => return BridgeOutcome::Cancelled,
-    };
-    match PermissionChoice::from_option_id(&option_id.0) {
-        Some(choice) => BridgeOutcome::Answered(PermissionAnswer { choice, reason }),
-        None => {
-            let why = malformed(
-                METHOD,
-                format!("`{option_id}` is none of the options offered"),
-            );
-            tracing::warn!("{why}");
-            BridgeOutcome::Unavailable(why)
-        }
-    }
-}
 
 /// What the client's `clientCapabilities` offer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -185,7 +110,7 @@ impl ClientBridge for AcpClient {
             .outgoing
             .request("session/request_permission", params, cancel)
             .await;
-        permission_answer(answer)
+        crate::frontend::answers::permission_answer("session/request_permission", answer)
     }
 
     async fn request_user_input(
@@ -230,97 +155,5 @@ impl ClientBridge for AcpClient {
         cancel: &CancellationToken,
     ) -> BridgeOutcome<TerminalRun> {
         self.own().run(command, cancel).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn read(result: Value) -> BridgeOutcome<String> {
-        typed_answer(
-            "fs/read_text_file",
-            BridgeOutcome::Answered(result),
-            |read: acp::ReadTextFileResponse| read.content,
-        )
-    }
-
-    fn unavailable<T: std::fmt::Debug>(outcome: BridgeOutcome<T>) -> String {
-        match outcome {
-            BridgeOutcome::Unavailable(why) => why,
-            other => panic!("not unavailable: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn a_malformed_answer_names_the_method_and_what_is_wrong() {
-        assert_eq!(
-            unavailable(read(json!({}))),
-            "the editor's answer to fs/read_text_file was malformed: missing field `content`"
-        );
-        assert_eq!(
-            unavailable(read(json!("text"))),
-            "the editor's answer to fs/read_text_file was malformed: \
-             invalid type: string \"text\", expected an object"
-        );
-        assert_eq!(
-            unavailable(read(json!({"content": 5}))),
-            "the editor's answer to fs/read_text_file was malformed: \
-             invalid type: integer `5`, expected a string"
-        );
-        // As lenient as ACP: unknown fields and a bad `_meta` are ignored.
-        assert_eq!(
-            read(json!({"content": "x", "extra": 1, "_meta": 5})),
-            BridgeOutcome::Answered("x".to_string())
-        );
-    }
-
-    #[test]
-    fn an_error_answer_or_a_cancel_passes_through() {
-        let typed = |outcome| {
-            typed_answer(
-                "fs/read_text_file",
-                outcome,
-                |r: acp::ReadTextFileResponse| r.content,
-            )
-        };
-        assert_eq!(
-            typed(BridgeOutcome::Unavailable("the editor failed: no".into())),
-            BridgeOutcome::Unavailable("the editor failed: no".into())
-        );
-        assert_eq!(typed(BridgeOutcome::Cancelled), BridgeOutcome::Cancelled);
-    }
-
-    #[test]
-    fn a_permission_answer_is_acps_with_tandems_reason() {
-        let answer = |result| permission_answer(BridgeOutcome::Answered(result));
-        assert_eq!(
-            answer(
-                json!({"outcome": {"outcome": "selected", "optionId": "reject_once",
-                                      "reason": " use make "}})
-            ),
-            BridgeOutcome::Answered(PermissionAnswer {
-                choice: PermissionChoice::RejectOnce,
-                reason: Some("use make".into()),
-            })
-        );
-        assert_eq!(
-            answer(json!({"outcome": {"outcome": "cancelled"}})),
-            BridgeOutcome::Cancelled
-        );
-        assert_eq!(
-            unavailable(answer(json!({"outcome": {"outcome": "selected"}}))),
-            "the editor's answer to session/request_permission was malformed: \
-             missing field `optionId`"
-        );
-        assert_eq!(
-            unavailable(answer(
-                json!({"outcome": {"outcome": "selected", "optionId": "yes"}})
-            )),
-            "the editor's answer to session/request_permission was malformed: \
-             `yes` is none of the options offered"
-        );
     }
 }

@@ -3,7 +3,7 @@
 use agent_client_protocol_schema::v1 as acp;
 use tokio_util::sync::CancellationToken;
 
-use super::client::typed_answer;
+use crate::frontend::answers::typed_answer;
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::vocab::bridge::{BridgeOutcome, ClientFile};
 

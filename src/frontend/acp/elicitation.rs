@@ -11,8 +11,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::client::{malformed, typed_answer};
 use super::wire::to_wire;
+use crate::frontend::answers::{malformed, typed_answer};
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::protocol::WireQuestion;
 use crate::vocab::bridge::{BridgeOutcome, UserInputRequest};

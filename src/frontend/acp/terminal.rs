@@ -6,7 +6,7 @@
 //! Invariant: a created terminal is always released, and killed first
 //! unless it exited, even when the caller stops waiting: the run is a task
 //! of its own that watches the cancel token. Every answer is read as ACP's
-//! response type ([`typed_answer`]).
+//! response type ([`typed_answer`](crate::frontend::answers::typed_answer)).
 
 use std::sync::Arc;
 
@@ -14,9 +14,9 @@ use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::client::typed_answer;
 use super::session_updates::UpdateMessage;
 use super::wire::to_wire;
+use crate::frontend::answers::typed_answer;
 use crate::frontend::lsp::outgoing::Outgoing;
 use crate::frontend::lsp::OutboundQueue;
 use crate::vocab::bridge::{BridgeOutcome, TerminalCommand, TerminalEnd, TerminalRun};

@@ -19,13 +19,15 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::OutboundQueue;
+use crate::frontend::answers::{malformed, typed_answer};
 use crate::protocol::{
     ContentBlock, PermissionOption, PermissionOptionKind, PermissionToolCall,
-    RequestPermissionParams, ToolCallContent, ToolCallStatus, ToolKind,
+    RequestPermissionParams, RequestUserInputResult, ToolCallContent, ToolCallStatus, ToolKind,
+    UserInputOutcome,
 };
 use crate::vocab::bridge::{
     ApplyEditRequest, ApplyEditResponse, BridgeOutcome, ClientAbilities, ClientBridge,
-    PermissionAnswer, PermissionChoice, PermissionRequest, UserInputRequest,
+    PermissionAnswer, PermissionRequest, UserInputRequest,
 };
 use crate::vocab::language::{FileDiagnostics, LanguageAnswer, Location, Symbol, TextPoint};
 
@@ -226,7 +228,8 @@ impl ClientBridge for Outgoing {
         }
         let params = serde_json::to_value(permission_params(&request, self.permission_method))
             .unwrap_or(Value::Null);
-        permission_answer(self.request(self.permission_method, params, cancel).await)
+        let answer = self.request(self.permission_method, params, cancel).await;
+        crate::frontend::answers::permission_answer(self.permission_method, answer)
     }
 
     async fn request_user_input(
@@ -239,19 +242,22 @@ impl ClientBridge for Outgoing {
         }
         let params = serde_json::to_value(crate::frontend::updates::user_input_params(&request))
             .unwrap_or(Value::Null);
-        match self.request(self.user_input_method, params, cancel).await {
-            BridgeOutcome::Answered(result)
-                if result.get("outcome").and_then(Value::as_str) == Some("cancelled") =>
-            {
-                BridgeOutcome::Cancelled
+        let answer = self.request(self.user_input_method, params, cancel).await;
+        let method = self.user_input_method;
+        match typed_answer(method, answer, |a: RequestUserInputResult| a) {
+            BridgeOutcome::Answered(RequestUserInputResult {
+                outcome: Some(UserInputOutcome::Cancelled),
+                ..
+            }) => BridgeOutcome::Cancelled,
+            BridgeOutcome::Answered(RequestUserInputResult {
+                answers: Some(answers),
+                ..
+            }) => BridgeOutcome::Answered(answers),
+            BridgeOutcome::Answered(_) => {
+                BridgeOutcome::Unavailable(malformed(method, "missing field `answers`"))
             }
-            BridgeOutcome::Answered(result) => match result.get("answers") {
-                Some(answers) => BridgeOutcome::Answered(answers.clone()),
-                None => BridgeOutcome::Unavailable(format!(
-                    "the editor's answer has no `answers`: {result}"
-                )),
-            },
-            other => other,
+            BridgeOutcome::Cancelled => BridgeOutcome::Cancelled,
+            BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
         }
     }
 
@@ -270,20 +276,15 @@ impl ClientBridge for Outgoing {
             edit: super::workspace_edit::workspace_edit_json(&request.edit),
         })
         .unwrap_or(Value::Null);
-        match self.request("workspace/applyEdit", params, cancel).await {
-            BridgeOutcome::Answered(result) => BridgeOutcome::Answered(ApplyEditResponse {
-                applied: result
-                    .get("applied")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-                failure_reason: result
-                    .get("failureReason")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-            }),
-            BridgeOutcome::Cancelled => BridgeOutcome::Cancelled,
-            BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
-        }
+        let answer = self.request("workspace/applyEdit", params, cancel).await;
+        typed_answer(
+            "workspace/applyEdit",
+            answer,
+            |a: tower_lsp::lsp_types::ApplyWorkspaceEditResponse| ApplyEditResponse {
+                applied: a.applied,
+                failure_reason: a.failure_reason,
+            },
+        )
     }
 
     async fn diagnostics(
@@ -317,38 +318,6 @@ impl ClientBridge for Outgoing {
         cancel: &CancellationToken,
     ) -> BridgeOutcome<LanguageAnswer<Symbol>> {
         self.ask_workspace_symbols(query, cancel).await
-    }
-}
-
-/// What the editor's answer to a permission request (ACP's
-/// `RequestPermissionResponse`, or `tandem/requestPermission`'s twin) means:
-/// the chosen option, with the user's optional `reason`.
-pub(crate) fn permission_answer(outcome: BridgeOutcome<Value>) -> BridgeOutcome<PermissionAnswer> {
-    match outcome {
-        BridgeOutcome::Answered(result) => {
-            let outcome = &result["outcome"];
-            if outcome["outcome"] == "cancelled" {
-                return BridgeOutcome::Cancelled;
-            }
-            match outcome["optionId"]
-                .as_str()
-                .and_then(PermissionChoice::from_option_id)
-            {
-                Some(choice) => BridgeOutcome::Answered(PermissionAnswer {
-                    choice,
-                    reason: outcome["reason"]
-                        .as_str()
-                        .map(str::trim)
-                        .filter(|r| !r.is_empty())
-                        .map(str::to_string),
-                }),
-                None => BridgeOutcome::Unavailable(format!(
-                    "the editor answered with an unknown permission outcome: {result}"
-                )),
-            }
-        }
-        BridgeOutcome::Cancelled => BridgeOutcome::Cancelled,
-        BridgeOutcome::Unavailable(why) => BridgeOutcome::Unavailable(why),
     }
 }
 

@@ -11,6 +11,7 @@ use crate::support::client::{Editor, EditorOptions, WAIT};
 use crate::support::model_server::{openai, ModelServer, RecordedRequest, Reply};
 
 mod exec_command;
+mod malformed_answers;
 mod permission;
 mod read_only;
 mod request_user_input;
