@@ -535,7 +535,11 @@ mod tests {
     fn serve_daemon(
         home: &std::path::Path,
         n: usize,
-    ) -> (Arc<Daemon>, Arc<Followers>, Vec<Arc<crate::core::client::Client>>) {
+    ) -> (
+        Arc<Daemon>,
+        Arc<Followers>,
+        Vec<Arc<crate::core::client::Client>>,
+    ) {
         let followers = Followers::new();
         let daemon = Daemon::new(DaemonOptions {
             home: home.to_path_buf(),
@@ -558,7 +562,9 @@ mod tests {
     async fn closed_and_deleted_sessions_leave_no_entry_while_their_windows_stay() {
         let home = tempfile::tempdir().unwrap();
         let (daemon, followers, clients) = serve_daemon(home.path(), 2);
-        let kept = daemon.new_session(&clients[0], NewSession::default()).unwrap();
+        let kept = daemon
+            .new_session(&clients[0], NewSession::default())
+            .unwrap();
         for round in 0..20 {
             let session = daemon
                 .new_session(&clients[round % 2], NewSession::default())
@@ -578,7 +584,11 @@ mod tests {
         assert_eq!(followers.sessions(), (1, 0));
         assert_eq!(followers.count(&kept.id), 1);
         // Closing a session the daemon does not have forgets nothing.
-        assert!(!daemon.close_session("0123456789abcdef0123456789abcdef").await);
+        assert!(
+            !daemon
+                .close_session("0123456789abcdef0123456789abcdef")
+                .await
+        );
         assert_eq!(followers.count(&kept.id), 1);
         // Its last follower's connection closing forgets it too.
         followers.unregister(clients[0].id());

@@ -182,17 +182,33 @@ struct Running {
     started: Instant,
 }
 
-/// Checks a turn's receipt, and the updates before it, against its plan.
-fn check_turn(
+/// A turn that ended: what [`check_turn`] reads.
+struct Ended<'a> {
     turn: usize,
-    received: &[Value],
-    session: &str,
-    plan: &Plan,
-    (receipt, receipt_at): (&Value, usize),
+    session: &'a str,
+    plan: &'a Plan,
+    receipt: &'a Value,
+    /// Where the receipt is among the messages received.
+    receipt_at: usize,
+    /// How many messages had come before the turn started.
     from: usize,
-    times: &[Instant],
-    context: &dyn Fn() -> String,
-) -> String {
+    /// When each of its model calls arrived.
+    times: &'a [Instant],
+}
+
+/// Checks a turn's receipt, and the updates before it, against its plan;
+/// returns its stop reason.
+fn check_turn(ended: &Ended, received: &[Value], seed: u64) -> String {
+    let Ended {
+        turn,
+        session,
+        plan,
+        receipt,
+        receipt_at,
+        from,
+        times,
+    } = *ended;
+    let context = || format!("seed {seed}, turn {turn}, plan {:?}", plan.faults);
     let result = &receipt["result"];
     let stop = result["stopReason"]
         .as_str()
@@ -354,16 +370,16 @@ async fn every_turn_under_injected_model_faults_ends_in_its_answer_or_a_structur
             );
         }
         let times = arrivals.lock().unwrap_or_else(|p| p.into_inner())[&turn].clone();
-        let stop = check_turn(
+        let ended = Ended {
             turn,
-            &editor.received,
-            &sessions[lane],
+            session: &sessions[lane],
             plan,
-            (&message, at),
+            receipt: &message,
+            receipt_at: at,
             from,
-            &times,
-            &context,
-        );
+            times: &times,
+        };
+        let stop = check_turn(&ended, &editor.received, seed);
         faults_met += plan.faults.len().min(times.len());
         *outcomes.entry(stop).or_default() += 1;
     }
