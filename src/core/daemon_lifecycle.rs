@@ -3,7 +3,8 @@
 //! reached it) and deleting it (its log removed, refused while it works).
 //!
 //! Invariant: a closed session has no task left and is no longer among the
-//! daemon's sessions; a deleted one has no log, and a session with a turn
+//! daemon's sessions, and the sink was told (`EventSink::closed`); a
+//! deleted one has no log, and a session with a turn
 //! running or prompts waiting is never deleted.
 
 use super::{valid_session_id, Daemon, DaemonError};
@@ -44,6 +45,12 @@ impl Daemon {
             if let Err(e) = std::fs::remove_file(session.log.path()) {
                 tracing::warn!("cannot remove the empty session {id}: {e}");
             }
+        }
+        // The sink forgets who followed it, unless a load opened it again
+        // meanwhile (a load follows under `loading`).
+        let _loading = self.loading.lock();
+        if !self.sessions.lock().contains_key(id) {
+            self.sink.closed(id);
         }
         true
     }

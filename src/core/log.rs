@@ -110,6 +110,11 @@ pub trait EventSink: Send + Sync {
             self.on_replay(session_id, event);
         }
     }
+
+    /// `session_id` was closed in this daemon (`closeSession`, a delete):
+    /// its task has ended and its last event is out. A sink that keeps
+    /// something per session forgets it; a later load starts over.
+    fn closed(&self, _session_id: &str) {}
 }
 
 /// A sink that drops everything (headless use, tests).

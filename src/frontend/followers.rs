@@ -9,7 +9,8 @@
 //! `$/progress`); this module only decides which of them hear a session.
 //! A connection follows a session it made, loaded, forked or gave input
 //! to (the core says so through [`EventSink::follow`],
-//! [`EventSink::begin_replay`] and [`EventSink::replay`]).
+//! [`EventSink::begin_replay`] and [`EventSink::replay`]), until it closes
+//! or the session is closed or deleted ([`EventSink::closed`]).
 //!
 //! Invariants:
 //! - a follower hears each event of its session once and in log order: a
@@ -21,7 +22,11 @@
 //!   answer wins and the other copies are withdrawn (`$/cancelRequest`);
 //! - an edit, a language request, the client's files and terminal go only
 //!   to the connection whose input opened the turn: its buffers are the
-//!   ones the turn reads.
+//!   ones the turn reads;
+//! - only sessions someone follows have an entry: a closed session's goes
+//!   when the core closes it, any session's when its last follower's
+//!   connection closes (a long-running serve keeps nothing per session
+//!   that is gone).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -111,6 +116,13 @@ impl Followers {
     /// How many connections follow `session_id`.
     pub fn count(&self, session_id: &str) -> usize {
         self.state().sessions.get(session_id).map_or(0, Vec::len)
+    }
+
+    /// How many sessions have followers (and questions waiting): what the
+    /// serve keeps per session.
+    pub fn sessions(&self) -> (usize, usize) {
+        let state = self.state();
+        (state.sessions.len(), state.asks.len())
     }
 
     /// The link of connection `client`: `own` asks it alone.
@@ -279,6 +291,13 @@ impl EventSink for Followers {
             }
         }
         Self::joined(&mut state, session_id, client);
+    }
+
+    /// Its followers are forgotten: its task ended, so no event and no
+    /// question of it is to come (its asks went with its turn); a window
+    /// that loads it again follows it anew.
+    fn closed(&self, session_id: &str) {
+        self.state().sessions.remove(session_id);
     }
 }
 
@@ -501,5 +520,90 @@ impl ClientBridge for TurnBridge {
         cancel: &CancellationToken,
     ) -> BridgeOutcome<LanguageAnswer<Symbol>> {
         self.owner.workspace_symbols(query, cancel).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::daemon::{Daemon, DaemonOptions, NewSession};
+    use crate::core::log::{Durability, NullSink};
+    use crate::vocab::bridge::NoClient;
+
+    /// A serve's daemon with the followers as its sink, and `n` connections
+    /// registered with them.
+    fn serve_daemon(
+        home: &std::path::Path,
+        n: usize,
+    ) -> (
+        Arc<Daemon>,
+        Arc<Followers>,
+        Vec<Arc<crate::core::client::Client>>,
+    ) {
+        let followers = Followers::new();
+        let daemon = Daemon::new(DaemonOptions {
+            home: home.to_path_buf(),
+            durability: Durability::Flush,
+            sink: followers.clone(),
+        });
+        let clients = (0..n)
+            .map(|_| {
+                let bridge: Arc<dyn ClientBridge> = Arc::new(NoClient);
+                let client = daemon.connect(followers.link(bridge.clone()));
+                client.workspace().set_roots(vec![home.to_path_buf()]);
+                followers.register(client.id(), Arc::new(NullSink), bridge);
+                client
+            })
+            .collect();
+        (daemon, followers, clients)
+    }
+
+    #[tokio::test]
+    async fn closed_and_deleted_sessions_leave_no_entry_while_their_windows_stay() {
+        let home = tempfile::tempdir().unwrap();
+        let (daemon, followers, clients) = serve_daemon(home.path(), 2);
+        let kept = daemon
+            .new_session(&clients[0], NewSession::default())
+            .unwrap();
+        for round in 0..20 {
+            let session = daemon
+                .new_session(&clients[round % 2], NewSession::default())
+                .unwrap();
+            // The other window follows it too (as a load or a prompt does).
+            followers.follow(clients[(round + 1) % 2].id(), &session.id);
+            assert_eq!(followers.count(&session.id), 2);
+            if round % 2 == 0 {
+                assert!(daemon.close_session(&session.id).await);
+            } else {
+                daemon.delete_session(&session.id).await.unwrap();
+            }
+            assert_eq!(followers.count(&session.id), 0, "round {round}");
+        }
+        // Twenty sessions opened and closed, both windows still there: only
+        // the session still open is kept, with its one follower.
+        assert_eq!(followers.sessions(), (1, 0));
+        assert_eq!(followers.count(&kept.id), 1);
+        // Closing a session the daemon does not have forgets nothing.
+        assert!(
+            !daemon
+                .close_session("0123456789abcdef0123456789abcdef")
+                .await
+        );
+        assert_eq!(followers.count(&kept.id), 1);
+        // Its last follower's connection closing forgets it too.
+        followers.unregister(clients[0].id());
+        assert_eq!(followers.sessions(), (0, 0));
+    }
+
+    #[test]
+    fn a_window_that_loads_a_closed_session_again_follows_it_anew() {
+        let followers = Followers::new();
+        followers.register(1, Arc::new(NullSink), Arc::new(NoClient));
+        followers.follow(1, "s");
+        followers.closed("s");
+        assert_eq!(followers.sessions(), (0, 0));
+        followers.begin_replay(1, "s");
+        followers.replay(1, "s", &[], false);
+        assert_eq!(followers.count("s"), 1);
     }
 }

@@ -30,19 +30,22 @@ impl AcpClient {
         server: &ModelServer,
         home: std::sync::Arc<tempfile::TempDir>,
     ) -> AcpClient {
-        AcpClient::spawn_logging(args, server, home, "warn", Stdio::null()).await
+        AcpClient::spawn_logging(args, server, home, "warn", Stdio::null(), &[]).await
     }
 
-    /// With `TANDEM_LOG` set to `filter` and its stderr to `stderr`.
+    /// With `TANDEM_LOG` set to `filter`, its stderr to `stderr` and
+    /// `env` added to its environment.
     pub(crate) async fn spawn_logging(
         args: &[&str],
         server: &ModelServer,
         home: std::sync::Arc<tempfile::TempDir>,
         filter: &str,
         stderr: impl Into<Stdio>,
+        env: &[(&str, &str)],
     ) -> AcpClient {
         let mut child = tokio::process::Command::new(tandem_bin())
             .args(args)
+            .envs(env.iter().copied())
             .env("TANDEM_HOME", home.path())
             .env("TANDEM_BASE_URL", server.base_url())
             .env("TANDEM_MODEL", "scripted-model")

@@ -84,9 +84,11 @@ impl AcpSink {
         if !replay && matches!(event.event, Event::UserMessage { .. }) {
             return;
         }
-        if matches!(event.event, Event::TurnEnd { .. }) {
+        if !replay && matches!(event.event, Event::TurnEnd { .. }) {
             // The turn's request bodies are freed: the writer gives them
             // back once the prompt's answer is written, as in `tandem lsp`.
+            // (A replayed turn end frees nothing: `session/load` asks once
+            // its whole replay is queued.)
             crate::frontend::memory::trim_when_idle();
         }
         if is_chunk(&event.event) {
