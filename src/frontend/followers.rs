@@ -297,7 +297,19 @@ impl EventSink for Followers {
     /// question of it is to come (its asks went with its turn); a window
     /// that loads it again follows it anew.
     fn closed(&self, session_id: &str) {
-        self.state().sessions.remove(session_id);
+        let sinks: Vec<_> = {
+            let mut state = self.state();
+            let followers = state.sessions.remove(session_id).unwrap_or_default();
+            followers
+                .iter()
+                .filter_map(|f| state.conns.get(&f.client).map(|c| c.sink.clone()))
+                .collect()
+        };
+        // Each follower's own sink forgets what it keeps of the session
+        // (ACP's mode and model), outside the lock, as events are sent.
+        for sink in sinks {
+            sink.closed(session_id);
+        }
     }
 }
 
@@ -605,5 +617,38 @@ mod tests {
         followers.begin_replay(1, "s");
         followers.replay(1, "s", &[], false);
         assert_eq!(followers.count("s"), 1);
+    }
+
+    /// Records the sessions it is told are closed.
+    #[derive(Default)]
+    struct ClosedSink(parking_lot::Mutex<Vec<String>>);
+
+    impl EventSink for ClosedSink {
+        fn on_event(&self, _session_id: &str, _event: &LoggedEvent) {}
+
+        fn closed(&self, session_id: &str) {
+            self.0.lock().push(session_id.to_string());
+        }
+    }
+
+    #[test]
+    fn each_follower_of_a_closed_session_and_only_those_hear_it_closed() {
+        let followers = Followers::new();
+        let sinks: Vec<Arc<ClosedSink>> = (0..3).map(|_| Arc::default()).collect();
+        for (client, sink) in sinks.iter().enumerate() {
+            followers.register(client as u64, sink.clone(), Arc::new(NoClient));
+        }
+        followers.follow(0, "s");
+        followers.follow(1, "s");
+        followers.follow(2, "t");
+        followers.closed("s");
+        let heard: Vec<Vec<String>> = sinks.iter().map(|s| s.0.lock().clone()).collect();
+        assert_eq!(
+            heard,
+            [vec!["s".to_string()], vec!["s".to_string()], vec![]]
+        );
+        // A session nobody follows: nobody is told.
+        followers.closed("u");
+        assert!(sinks[2].0.lock().is_empty());
     }
 }

@@ -122,6 +122,12 @@ impl EventSink for AcpSink {
     fn on_replay(&self, session_id: &str, event: &LoggedEvent) {
         self.deliver(session_id, event, true);
     }
+
+    /// A closed or deleted session's mode and model are forgotten, whoever
+    /// closed it (this window, or another through the serve).
+    fn closed(&self, session_id: &str) {
+        self.states.forget(session_id);
+    }
 }
 
 /// The ACP updates of one event (none for tandem-only ones).

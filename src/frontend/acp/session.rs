@@ -193,7 +193,6 @@ impl Agent {
         let session_id = string_param(params, "sessionId").map_err(|e| bad(rid, e))?;
         self.daemon.close_session(session_id).await;
         self.cwds.lock().remove(session_id);
-        self.sink.states.forget(session_id);
         Ok(empty())
     }
 
