@@ -48,8 +48,9 @@ struct Plan {
 #[derive(Debug, PartialEq)]
 enum Outcome {
     Answer,
-    /// `error`, the message naming this failure kind.
-    Error(&'static str),
+    /// `error`, the message naming this failure kind and, for one that is
+    /// retried, how many attempts of it the step made (`None`: fatal).
+    Error(&'static str, Option<usize>),
     /// `loop_detected`: the same cut-off tool call three times in a turn
     /// is the model looping (src/core/driver/loops.rs).
     Loop,
@@ -109,12 +110,12 @@ impl Plan {
                 Expected::Retried { kind, retries } => {
                     let count = used.entry(kind).or_default();
                     if *count == retries || turn_retries == 8 {
-                        return Outcome::Error(kind);
+                        return Outcome::Error(kind, Some(*count + 1));
                     }
                     *count += 1;
                     turn_retries += 1;
                 }
-                Expected::Fatal { kind } => return Outcome::Error(kind),
+                Expected::Fatal { kind } => return Outcome::Error(kind, None),
                 Expected::NextStep => {
                     used.clear();
                     same_calls += 1;
@@ -241,13 +242,15 @@ fn check_turn(ended: &Ended, received: &[Value], seed: u64) -> String {
                 .collect();
             assert_eq!(text, format!("answer {turn}"), "{}", context());
         }
-        Outcome::Error(kind) => {
+        Outcome::Error(kind, attempts) => {
             assert_eq!(stop, "error", "{receipt} ({})", context());
             let message = result["message"].as_str().unwrap_or_default();
-            let names_it = if kind == "protocol" {
-                message.contains("not valid JSON")
-            } else {
-                message.starts_with(&format!("{kind} after "))
+            let names_it = match attempts {
+                None if kind == "protocol" => message.contains("not valid JSON"),
+                None => message.starts_with(&format!("{kind} after ")),
+                // The retry bucket, exactly: one retry more or less is a
+                // different count.
+                Some(n) => message.starts_with(&format!("{kind} after {n} attempts")),
             };
             assert!(names_it, "{kind}: {message} ({})", context());
         }
