@@ -87,7 +87,7 @@ impl AcpSink {
         if matches!(event.event, Event::TurnEnd { .. }) {
             // The turn's request bodies are freed: the writer gives them
             // back once the prompt's answer is written, as in `tandem lsp`.
-            crate::frontend::memory::trim_when_idle();
+            self.out.trim_when_idle();
         }
         if is_chunk(&event.event) {
             self.out.send_chunk(session_id, event);
