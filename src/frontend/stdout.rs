@@ -3,9 +3,10 @@
 //! runtime that writes each frame as it is queued, and the rules for an
 //! editor that reads more slowly than the model streams.
 //!
-//! The writer is a task, not a thread: a frame is written on the worker
-//! whose task queued it, with no thread to wake per frame (BENCHMARKS.md
-//! §1). On stdio ([`stdout_writer`]) stdout is written through the
+//! The writer is a task, not a thread: on the one thread `tandem lsp`,
+//! `tandem acp` and `tandem serve` run on, a frame is written as soon as
+//! the task that queued it yields, with no thread to wake per frame
+//! (BENCHMARKS.md §1). On stdio ([`stdout_writer`]) stdout is written through the
 //! reactor when it is a pipe or a socket, the editor's case: a pipe is
 //! opened again (`/proc/self/fd/1`) as an open file of our own, made
 //! non-blocking without touching the one the editor gave us; a socket
