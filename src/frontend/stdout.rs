@@ -6,15 +6,16 @@
 //! The writer is a task, not a thread: on the one thread `tandem lsp`,
 //! `tandem acp` and `tandem serve` run on, a frame is written as soon as
 //! the task that queued it yields, with no thread to wake per frame
-//! (BENCHMARKS.md §1). On stdio ([`stdout_writer`]) stdout is written through the
-//! reactor when it is a pipe or a socket, the editor's case: a pipe is
-//! opened again (`/proc/self/fd/1`) as an open file of our own, made
-//! non-blocking without touching the one the editor gave us; a socket
+//! (BENCHMARKS.md §1). On stdio ([`stdout_writer`]) stdout is written
+//! through the reactor when it is a pipe or a socket, the editor's case: a
+//! pipe is opened again (`/proc/self/fd/1`) as an open file of our own,
+//! made non-blocking without touching the one the editor gave us; a socket
 //! (what libuv gives a child) has its one open file made non-blocking
-//! while the writer runs and put back after. Anything else (a file, a
-//! terminal) is written by tokio's `Stdout` on the blocking pool: nothing
-//! there can tell what the reader has read, so nothing waits for it and a
-//! hand-off per frame costs no editor anything.
+//! while the writer runs and put back before `Close` is said done.
+//! Anything else (a file, a terminal) is written by tokio's `Stdout` on the
+//! blocking pool, each frame flushed before the next: nothing there can
+//! tell what the reader has read, so nothing waits for it, and a hand-off
+//! per frame costs no editor anything; no writer thread is kept for it.
 //!
 //! - Every byte queued is charged to the connection's [`OutputBudget`]
 //!   and released once written; above the budget's cap, turns stop
@@ -41,7 +42,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::AsyncWrite;
-
 use tokio::sync::{mpsc, oneshot};
 
 use super::client_pipe::{Backlog, ClientOut};
