@@ -18,7 +18,9 @@
 //!
 //! `cargo bench --bench chunk_latency`; `TANDEM_BENCH_CHUNKS` (default
 //! 2000) and `TANDEM_BENCH_RUNS` (default 3) scale it, and
-//! `TANDEM_BENCH_BIN=path/to/tandem` measures another build.
+//! `TANDEM_BENCH_BIN=path/to/tandem` measures another build;
+//! `TANDEM_STDIO_RUNTIME=multi` (passed on to the daemon) runs it on
+//! tokio's worker pool instead of one thread.
 
 #[path = "common/mod.rs"]
 mod common;

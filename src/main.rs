@@ -323,12 +323,14 @@ async fn autodetect() -> ExitCode {
     serve_lsp(std::io::Cursor::new(prefix).chain(stdin)).await
 }
 
-/// The runtime a command runs on. `tandem serve` runs on one thread: a
-/// streamed chunk goes from the model's socket through the log and the hub
-/// into the window's WebSocket with no second worker woken on the way (a
-/// cross-thread wake-up a chunk was most of what the serve path cost: see
-/// BENCHMARKS.md §9). What blocks (tools, loading a log) runs on the
-/// blocking pool, as everywhere; sessions interleave on the one thread.
+/// The runtime a command runs on. `tandem serve`, `tandem lsp` and
+/// `tandem acp` on stdio run on one thread: a streamed chunk goes from the
+/// model's socket through the log into the editor's pipe or
+/// the window's WebSocket with no second worker woken on the way (a
+/// cross-thread wake-up a chunk was most of what the serve path cost, and
+/// of what stdio cost with its stdout writer a task: BENCHMARKS.md §9,
+/// §1). What blocks (tools, loading a log) runs on the blocking pool, as
+/// everywhere; sessions interleave on the one thread.
 fn runtime_for(command: &Option<Command>) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = match command {
         // `TANDEM_SERVE_RUNTIME=multi`: tokio's worker pool instead, for
@@ -340,13 +342,19 @@ fn runtime_for(command: &Option<Command>) -> std::io::Result<tokio::runtime::Run
         }) if std::env::var("TANDEM_SERVE_RUNTIME").as_deref() != Ok("multi") => {
             tokio::runtime::Builder::new_current_thread()
         }
+        // `TANDEM_STDIO_RUNTIME=multi`: the same, for benches/chunk_latency.rs.
+        Some(Command::Lsp { attach: false, .. } | Command::Acp { attach: false }) | None
+            if std::env::var("TANDEM_STDIO_RUNTIME").as_deref() != Ok("multi") =>
+        {
+            tokio::runtime::Builder::new_current_thread()
+        }
         _ => tokio::runtime::Builder::new_multi_thread(),
     };
     builder.enable_all().build()
 }
 
 fn main() -> ExitCode {
-    // Before any thread starts (the runtime's, the stdout writer).
+    // Before any thread starts (the runtime's, the blocking pool's).
     tandem::frontend::use_one_heap();
     let cli = Cli::parse();
     match cli.command {

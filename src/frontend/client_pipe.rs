@@ -1,4 +1,4 @@
-//! The client's end of stdout, and how far behind it reads: bytes written
+//! A watch on the client's end of stdout, how far behind it reads: bytes written
 //! and not read yet, as the kernel counts them (Linux: `FIONREAD` on a
 //! pipe, `SIOCOUTQ` on a Unix socket, which is what libuv — so VS Code
 //! and Neovim — gives a child for its stdio), and the frames they belong
@@ -10,9 +10,9 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::Write;
 
-/// The process's stdout, written one frame at a time.
+/// A handle of its own on the client's output (stdout, a tunnel's socket),
+/// which the writer writes one frame at a time through another handle.
 pub(crate) struct ClientOut {
     file: File,
     kind: Option<Kind>,
@@ -41,23 +41,9 @@ impl ClientOut {
         out
     }
 
-    /// A handle of its own on a socket a runtime also reads (non-blocking,
-    /// like the duplicate: a full send queue is waited out in `poll`).
+    /// A handle of its own on a socket a runtime also reads and writes.
     pub(crate) fn socket(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<ClientOut> {
         Ok(ClientOut::new(File::from(fd.try_clone_to_owned()?)))
-    }
-
-    pub(crate) fn write_frame(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
-        while !bytes.is_empty() {
-            match self.file.write(bytes) {
-                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-                Ok(n) => bytes = &bytes[n..],
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_writable(&self.file)?,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
     }
 
     /// Bytes written that the client has not read yet; `None` when the
@@ -111,34 +97,6 @@ fn unread_bytes(_file: &File, _kind: Kind) -> Option<usize> {
     None
 }
 
-/// Waits until a non-blocking `file` takes more bytes (or fails).
-#[cfg(unix)]
-fn wait_writable(file: &File) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let mut poll = libc::pollfd {
-        fd: file.as_raw_fd(),
-        events: libc::POLLOUT,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd; no timeout (the reader's end closing
-    // wakes it with POLLHUP or POLLERR, and the next write fails).
-    match unsafe { libc::poll(&mut poll, 1, -1) } {
-        -1 => {
-            let e = std::io::Error::last_os_error();
-            match e.kind() {
-                std::io::ErrorKind::Interrupted => Ok(()),
-                _ => Err(e),
-            }
-        }
-        _ => Ok(()),
-    }
-}
-
-#[cfg(not(unix))]
-fn wait_writable(_file: &File) -> std::io::Result<()> {
-    Ok(())
-}
-
 #[cfg(unix)]
 fn reader_gone(file: &File) -> bool {
     use std::os::fd::AsRawFd;
@@ -186,14 +144,14 @@ impl Backlog {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
-    use std::io::Read;
+    use std::io::{Read, Write};
 
     #[test]
     fn unread_bytes_of_a_pipe_count_down_as_the_reader_reads() {
         let (mut reader, writer) = std::io::pipe().unwrap();
-        let mut out = ClientOut::new(File::from(std::os::fd::OwnedFd::from(writer)));
+        let out = ClientOut::new(File::from(std::os::fd::OwnedFd::from(writer)));
         assert_eq!(out.unread(), Some(0));
-        out.write_frame(b"0123456789").unwrap();
+        (&out.file).write_all(b"0123456789").unwrap();
         assert_eq!(out.unread(), Some(10));
         let mut four = [0; 4];
         reader.read_exact(&mut four).unwrap();
@@ -206,9 +164,9 @@ mod tests {
     #[test]
     fn a_unix_socket_counts_what_the_peer_has_not_read() {
         let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-        let mut out = ClientOut::new(File::from(std::os::fd::OwnedFd::from(ours)));
+        let out = ClientOut::new(File::from(std::os::fd::OwnedFd::from(ours)));
         assert_eq!(out.unread(), Some(0));
-        out.write_frame(b"frame").unwrap();
+        (&out.file).write_all(b"frame").unwrap();
         assert!(out.unread().unwrap() > 0);
         let mut five = [0; 5];
         theirs.read_exact(&mut five).unwrap();

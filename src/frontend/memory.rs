@@ -15,21 +15,17 @@
 //! §2). Small allocations still come from each thread's own cache without
 //! a lock.
 //!
-//! Invariant: a trim never runs on a step's path. It is asked for
-//! ([`trim_when_idle`]) after a load, at a turn's end and after a buffer
-//! is closed, and runs on the
-//! stdout writer's thread once everything queued before it is written, so
-//! the replay's frames are freed first and no chunk waits behind it; a
-//! turn's end is not on the model's path (the next step has nothing to
-//! send until a new prompt arrives).
-
-use std::sync::atomic::{AtomicBool, Ordering};
+//! Invariant: a trim never runs on a step's path. It is asked for through
+//! the queue of the editor it was done for (`OutboundQueue::trim_when_idle`:
+//! after a load, at a turn's end and after a buffer is closed), so in
+//! `tandem serve` one window's writer never takes another's; that writer
+//! asks for it once everything queued before the request is written, so
+//! the replay's frames are freed first, and it runs on the blocking pool,
+//! where no chunk waits behind it; a turn's end is not on the model's path
+//! (the next step has nothing to send until a new prompt arrives).
 
 /// Below this much free memory in the heap a trim is not worth its time.
 const WORTH_TRIMMING: usize = 1 << 20;
-
-/// Set when a trim is wanted; taken by the stdout writer when idle.
-static TRIM_WANTED: AtomicBool = AtomicBool::new(false);
 
 /// Makes every thread allocate from the one main heap instead of an arena
 /// of its own (glibc only; elsewhere nothing to do). Called first thing
@@ -42,18 +38,6 @@ pub fn use_one_heap() {
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
     }
-}
-
-/// Asks for freed memory to go back to the OS once the stdout writer has
-/// written what is queued (after a session's load, at a turn's end).
-pub(crate) fn trim_when_idle() {
-    TRIM_WANTED.store(true, Ordering::Release);
-}
-
-/// Whether a trim was asked for since the last call (the writer calls
-/// this when its queue is empty).
-pub(crate) fn take_trim_request() -> bool {
-    TRIM_WANTED.swap(false, Ordering::AcqRel)
 }
 
 /// Returns the allocator's free memory to the OS if it holds at least a
@@ -80,9 +64,9 @@ pub(crate) fn return_freed_memory() -> bool {
     false
 }
 
-/// [`return_freed_memory`] on the blocking pool, for `tandem serve`: its
-/// one runtime thread writes every session's updates and must not wait
-/// for a trim (nothing to do outside a runtime).
+/// [`return_freed_memory`] on the blocking pool: the runtime's threads
+/// write the editors' frames and must not wait for a trim (nothing to do
+/// outside a runtime).
 pub(crate) fn return_freed_memory_soon() {
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         runtime.spawn_blocking(return_freed_memory);

@@ -1,7 +1,21 @@
-//! The one writer of the process's stdout, shared by the stdio frontends
-//! (LSP and ACP): a queue in front of a thread that
-//! writes each frame as it is queued, and the rules for an editor that
-//! reads more slowly than the model streams.
+//! The writer of an editor's output, shared by the stdio frontends (LSP
+//! and ACP) and the serve's windows: a queue in front of a task of the
+//! runtime that writes each frame as it is queued, and the rules for an
+//! editor that reads more slowly than the model streams.
+//!
+//! The writer is a task, not a thread: on the one thread `tandem lsp`,
+//! `tandem acp` and `tandem serve` run on, a frame is written as soon as
+//! the task that queued it yields, with no thread to wake per frame
+//! (BENCHMARKS.md §1). On stdio ([`stdout_writer`]) stdout is written
+//! through the reactor when it is a pipe or a socket, the editor's case: a
+//! pipe is opened again (`/proc/self/fd/1`) as an open file of our own,
+//! made non-blocking without touching the one the editor gave us; a socket
+//! (what libuv gives a child) has its one open file made non-blocking
+//! while the writer runs and put back before `Close` is said done.
+//! Anything else (a file, a terminal) is written by tokio's `Stdout` on the
+//! blocking pool, each frame flushed before the next: nothing there can
+//! tell what the reader has read, so nothing waits for it, and a hand-off
+//! per frame costs no editor anything; no writer thread is kept for it.
 //!
 //! - Every byte queued is charged to the connection's [`OutputBudget`]
 //!   and released once written; above the budget's cap, turns stop
@@ -17,13 +31,17 @@
 //!   more than a frame or two behind its last chunk. When the editor has
 //!   read everything by the time the next frame is ready, a few frames in
 //!   a row, it is fast again.
+//! - A trim asked through a queue ([`OutboundQueue::trim_when_idle`]) is
+//!   that queue's writer's: it is asked for once everything queued before
+//!   it is written (see `memory`).
 //!
 //! Invariant: frames are written in the order they were queued.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::io::AsyncWrite;
 use tokio::sync::{mpsc, oneshot};
 
 use super::client_pipe::{Backlog, ClientOut};
@@ -53,6 +71,9 @@ pub(crate) enum Outbound {
     Chunk(String, Box<LoggedEvent>, usize),
     /// Write everything queued so far, then stop.
     Close(oneshot::Sender<()>),
+    /// Give freed memory back to the OS once everything queued before
+    /// this is written (see `memory`).
+    Trim,
 }
 
 /// How a message body becomes bytes on the wire (LSP: a `Content-Length`
@@ -85,6 +106,14 @@ impl OutboundQueue {
         if self.tx.send(Outbound::Close(done_tx)).is_ok() {
             let _ = done_rx.await;
         }
+    }
+
+    /// Asks this queue's writer to give freed memory back to the OS once
+    /// what is queued now is written (after a session's load, at a turn's
+    /// end, after a buffer is closed): the editor this queue writes to is
+    /// the one whose replay or turn freed it.
+    pub(crate) fn trim_when_idle(&self) {
+        let _ = self.tx.send(Outbound::Trim);
     }
 
     pub fn send_body(&self, body: Vec<u8>) {
@@ -152,60 +181,118 @@ pub(crate) fn chunk_charge(session_id: &str, event: &LoggedEvent) -> usize {
     AROUND + session_id.len() + event.ts.len() + text
 }
 
-/// Starts the thread that owns the process's stdout and returns the queue
-/// in front of it; streamed chunks become `tandem/update` notifications.
+/// Starts the writer of the process's stdout and returns the queue in
+/// front of it; streamed chunks become `tandem/update` notifications.
 pub(crate) fn stdout_writer(frame: Framer) -> OutboundQueue {
     stdout_writer_with(frame, update_notification)
 }
 
 /// [`stdout_writer`] with chunks made message bodies by `chunk_body`.
-///
-/// A thread of its own writes each frame the moment it is queued, with no
-/// hand-off to tokio's blocking pool per write (a thread wake-up per
-/// frame).
 pub(crate) fn stdout_writer_with(frame: Framer, chunk_body: ChunkBody) -> OutboundQueue {
-    writer_with(ClientOut::stdout, frame, chunk_body)
-}
-
-/// [`stdout_writer_with`] writing to what `open` opens on the writer's
-/// thread (a serve connection's socket).
-pub(crate) fn writer_with(
-    open: impl FnOnce() -> std::io::Result<ClientOut> + Send + 'static,
-    frame: Framer,
-    chunk_body: ChunkBody,
-) -> OutboundQueue {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let budget = Arc::new(OutputBudget::new(DEFAULT_OUTPUT_CAP));
-    let out = OutboundQueue {
-        tx,
-        budget: Some(budget.clone()),
-    };
-    let started = std::thread::Builder::new()
-        .name("tandem-stdout".to_string())
-        .spawn(move || {
-            let writer = Writer {
-                frame,
-                chunk_body,
-                budget: budget.clone(),
-                closing: AtomicBool::new(false),
-            };
-            match open() {
-                Ok(client) => writer.run(rx, client),
-                Err(e) => tracing::error!("cannot open the client's output: {e}"),
-            }
-            // Nothing more will be written: no turn may wait for it.
-            budget.close();
-        });
-    if let Err(e) = started {
-        tracing::error!("cannot start the stdout writer: {e}");
+    let gone = tokio_util::sync::CancellationToken::new();
+    match ClientOut::stdout().and_then(|watch| Ok((stdout_output()?, watch))) {
+        Ok((out, watch)) => task_writer_with(out, watch, frame, chunk_body, gone),
+        Err(e) => {
+            tracing::error!("cannot open the client's output: {e}");
+            // Nothing will be written: nothing is owed, no turn waits.
+            let (queue, writer, _) = writer_parts(frame, chunk_body);
+            writer.budget.close();
+            queue
+        }
     }
-    out
 }
 
-/// A writer that is a task of the runtime instead of a thread: `out` is
-/// a serve tunnel's socket or an editor's pipe a shim handed over, `watch`
-/// a handle on the same for its unread bytes (see [`Writer::run_task`]);
-/// it stops when `gone` fires.
+/// Stdout as the writer's output: through the reactor when it is a pipe
+/// or a socket, else on the blocking pool (see the module's doc).
+fn stdout_output() -> std::io::Result<Box<dyn AsyncWrite + Unpin + Send>> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    let own = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    let kind = own.metadata()?.file_type();
+    let reactor = if kind.is_fifo() {
+        tokio::net::unix::pipe::OpenOptions::new()
+            .open_sender("/proc/self/fd/1")
+            .map(|pipe| Box::new(pipe) as Box<dyn AsyncWrite + Unpin + Send>)
+    } else if kind.is_socket() {
+        NonBlocking::socket(own)
+            .map(|socket| Box::new(socket) as Box<dyn AsyncWrite + Unpin + Send>)
+    } else {
+        return Ok(Box::new(tokio::io::stdout()));
+    };
+    Ok(reactor.unwrap_or_else(|e| {
+        tracing::debug!("stdout written on the blocking pool: {e}");
+        Box::new(tokio::io::stdout())
+    }))
+}
+
+/// Stdout's socket written through the reactor: its open file (shared with
+/// whoever gave it to us) is non-blocking while this lives, and gets its
+/// flags back after.
+struct NonBlocking {
+    socket: tokio::net::UnixStream,
+    flags: libc::c_int,
+}
+
+impl NonBlocking {
+    /// `own`: a descriptor of our own on stdout's socket.
+    fn socket(own: std::fs::File) -> std::io::Result<NonBlocking> {
+        use std::os::fd::{AsRawFd, OwnedFd};
+        let fd = own.as_raw_fd();
+        // SAFETY: fcntl on a descriptor `own` keeps open.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        if flags < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let socket = std::os::unix::net::UnixStream::from(OwnedFd::from(own));
+        socket.set_nonblocking(true)?;
+        match tokio::net::UnixStream::from_std(socket) {
+            Ok(socket) => Ok(NonBlocking { socket, flags }),
+            Err(e) => {
+                // SAFETY: `own` was a duplicate of stdout: the same open
+                // file, which fd 1 keeps open.
+                unsafe { libc::fcntl(libc::STDOUT_FILENO, libc::F_SETFL, flags) };
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for NonBlocking {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: `socket` keeps the descriptor open until after this.
+        unsafe { libc::fcntl(self.socket.as_raw_fd(), libc::F_SETFL, self.flags) };
+    }
+}
+
+impl AsyncWrite for NonBlocking {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().socket).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().socket).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().socket).poll_shutdown(cx)
+    }
+}
+
+/// The writer task: `out` is stdout (see [`stdout_writer`]), a serve
+/// tunnel's socket or an editor's pipe a shim handed over, `watch` a
+/// handle on the same for its unread bytes (see [`Writer::run`]); it
+/// stops when `gone` fires.
 pub(crate) fn task_writer_with<W>(
     out: W,
     watch: ClientOut,
@@ -214,31 +301,54 @@ pub(crate) fn task_writer_with<W>(
     gone: tokio_util::sync::CancellationToken,
 ) -> OutboundQueue
 where
-    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
 {
+    let (queue, writer, rx) = writer_parts(frame, chunk_body);
+    spawn_writer(writer, rx, out, watch, gone);
+    queue
+}
+
+/// A queue and the writer that will read it.
+fn writer_parts(
+    frame: Framer,
+    chunk_body: ChunkBody,
+) -> (OutboundQueue, Writer, mpsc::UnboundedReceiver<Outbound>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let budget = Arc::new(OutputBudget::new(DEFAULT_OUTPUT_CAP));
     let queue = OutboundQueue {
         tx,
         budget: Some(budget.clone()),
     };
+    let writer = Writer {
+        frame,
+        chunk_body,
+        budget,
+        closing: AtomicBool::new(false),
+        trim: AtomicBool::new(false),
+        trims: Arc::new(AtomicUsize::new(0)),
+    };
+    (queue, writer, rx)
+}
+
+fn spawn_writer<W>(
+    writer: Writer,
+    rx: mpsc::UnboundedReceiver<Outbound>,
+    out: W,
+    watch: ClientOut,
+    gone: tokio_util::sync::CancellationToken,
+) where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     tokio::spawn(async move {
-        let writer = Writer {
-            frame,
-            chunk_body,
-            budget: budget.clone(),
-            closing: AtomicBool::new(false),
-        };
         // `gone`: the client went away without closing its end (a killed
         // shim whose editor keeps the pipe): what waits is dropped.
         tokio::select! {
-            _ = writer.run_task(rx, out, watch) => {}
+            _ = writer.run(rx, out, watch) => {}
             _ = gone.cancelled() => {}
         }
         // Nothing more will be written: no turn may wait for it.
-        budget.close();
+        writer.budget.close();
     });
-    queue
 }
 
 /// What a writer's loop keeps between frames.
@@ -255,7 +365,8 @@ struct LoopState {
 enum Next {
     Write(Vec<u8>, usize),
     Skip,
-    Stop,
+    /// `Close`: said done once the output is let go.
+    Stop(oneshot::Sender<()>),
 }
 
 struct Writer {
@@ -264,49 +375,20 @@ struct Writer {
     budget: Arc<OutputBudget>,
     /// Set once `Close` is queued: no more waiting for a slow editor.
     closing: AtomicBool,
+    /// Set when a `Trim` was taken in: everything queued before it is in
+    /// `pending` or written, so the next idle moment comes after it.
+    trim: AtomicBool,
+    /// Trims asked for so far (tests look).
+    trims: Arc<AtomicUsize>,
 }
 
 impl Writer {
-    fn run(&self, mut rx: mpsc::UnboundedReceiver<Outbound>, mut client: ClientOut) {
-        let mut state = LoopState::default();
-        loop {
-            if state.pending.is_empty() {
-                self.idle(&mut state.pending);
-                match rx.blocking_recv() {
-                    Some(item) => self.take(&mut state.pending, item),
-                    None => return,
-                }
-            }
-            self.drain(&mut rx, &mut state.pending);
-            if state.pending.eager {
-                // Slow: write only to an editor that has read everything.
-                let read = self.wait_until_read(&client, &mut rx, &mut state.pending);
-                self.caught_up(&mut state, read);
-            }
-            let (bytes, charge) = match self.next_frame(&mut state.pending) {
-                Next::Write(bytes, charge) => (bytes, charge),
-                Next::Skip => continue,
-                Next::Stop => return,
-            };
-            if let Err(e) = client.write_frame(&bytes) {
-                tracing::info!("cannot write to the client: {e}");
-                return;
-            }
-            self.wrote(&mut state, &client, bytes.len(), charge);
-        }
-    }
-
-    /// [`Writer::run`] as a task of the runtime, writing to `out` (a serve
-    /// tunnel's socket) and watching the same socket's unread bytes
-    /// through `watch`: a frame is written on the thread whose task queued
-    /// it (the serve's one thread), with no writer thread to wake.
-    async fn run_task<W>(
-        &self,
-        mut rx: mpsc::UnboundedReceiver<Outbound>,
-        mut out: W,
-        watch: ClientOut,
-    ) where
-        W: tokio::io::AsyncWrite + Unpin,
+    /// Writes what is queued to `out`, watching its unread bytes through
+    /// `watch` (a handle of its own on the same pipe or socket), until
+    /// `Close` or the queue's end.
+    async fn run<W>(&self, mut rx: mpsc::UnboundedReceiver<Outbound>, mut out: W, watch: ClientOut)
+    where
+        W: AsyncWrite + Unpin,
     {
         use tokio::io::AsyncWriteExt;
         let mut state = LoopState::default();
@@ -320,25 +402,30 @@ impl Writer {
             }
             self.drain(&mut rx, &mut state.pending);
             if state.pending.eager {
-                let mut look = Duration::from_millis(1);
-                let mut read = true;
-                while state.pending.eager && watch.unread().is_some_and(|n| n > 0) {
-                    if watch.reader_gone() {
-                        break;
-                    }
-                    read = false;
-                    tokio::time::sleep(look).await;
-                    look = (look * 2).min(LONGEST_LOOK);
-                    self.drain(&mut rx, &mut state.pending);
-                }
+                // Slow: write only to an editor that has read everything.
+                let read = self
+                    .wait_until_read(&watch, &mut rx, &mut state.pending)
+                    .await;
                 self.caught_up(&mut state, read);
             }
             let (bytes, charge) = match self.next_frame(&mut state.pending) {
                 Next::Write(bytes, charge) => (bytes, charge),
                 Next::Skip => continue,
-                Next::Stop => return,
+                Next::Stop(done) => {
+                    // Let go of the output first (a socket gets its flags
+                    // back): the process may exit as soon as this is said.
+                    drop(out);
+                    let _ = done.send(());
+                    return;
+                }
             };
-            if let Err(e) = out.write_all(&bytes).await {
+            // The flush: a frame on the blocking pool (a file, a terminal)
+            // is written once it returns; through the reactor, at once.
+            let written = match out.write_all(&bytes).await {
+                Ok(()) => out.flush().await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = written {
                 tracing::info!("cannot write to the client: {e}");
                 return;
             }
@@ -353,8 +440,11 @@ impl Writer {
         // would keep it for good without being asked. (Both are called:
         // each clears its own flag.)
         let burst = pending.release_spare();
-        if super::memory::take_trim_request() | burst {
-            super::memory::return_freed_memory();
+        if self.trim.swap(false, Ordering::Relaxed) | burst {
+            self.trims.fetch_add(1, Ordering::Relaxed);
+            // Off the runtime's threads: a frame queued meanwhile does not
+            // wait for it.
+            super::memory::return_freed_memory_soon();
         }
     }
 
@@ -387,11 +477,8 @@ impl Writer {
                 let charge = body.len();
                 (Some(body), charge)
             }
-            Pending::Other(Outbound::Chunk(..)) => return Next::Skip,
-            Pending::Other(Outbound::Close(done)) => {
-                let _ = done.send(());
-                return Next::Stop;
-            }
+            Pending::Other(Outbound::Chunk(..) | Outbound::Trim) => return Next::Skip,
+            Pending::Other(Outbound::Close(done)) => return Next::Stop(done),
         };
         match body {
             Some(body) => Next::Write((self.frame)(&body), charge),
@@ -422,7 +509,7 @@ impl Writer {
 
     /// Waits until the editor has read everything written, taking in what
     /// is queued meanwhile; says whether it had already read it all.
-    fn wait_until_read(
+    async fn wait_until_read(
         &self,
         client: &ClientOut,
         rx: &mut mpsc::UnboundedReceiver<Outbound>,
@@ -440,7 +527,7 @@ impl Writer {
             // No kernel event says "the reader has read it all", so look
             // again soon; more often at first, for an editor only a little
             // behind.
-            std::thread::sleep(look);
+            tokio::time::sleep(look).await;
             look = (look * 2).min(LONGEST_LOOK);
             self.drain(rx, pending);
         }
@@ -458,6 +545,11 @@ impl Writer {
     }
 
     fn take(&self, pending: &mut PendingFrames<Outbound>, item: Outbound) {
+        if matches!(item, Outbound::Trim) {
+            // Not a frame: it would keep the chunks around it from merging.
+            self.trim.store(true, Ordering::Relaxed);
+            return;
+        }
         if matches!(item, Outbound::Close(_)) {
             // At the end, what is left goes out as fast as the pipe takes
             // it, as from any writer: an editor that stopped reading after
@@ -482,3 +574,7 @@ fn pending_frame(item: Outbound) -> Pending<Outbound> {
         other => Pending::Other(other),
     }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+#[path = "stdout_tests.rs"]
+mod tests;

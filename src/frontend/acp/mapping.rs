@@ -89,7 +89,7 @@ impl AcpSink {
             // back once the prompt's answer is written, as in `tandem lsp`.
             // (A replayed turn end frees nothing: `session/load` asks once
             // its whole replay is queued.)
-            crate::frontend::memory::trim_when_idle();
+            self.out.trim_when_idle();
         }
         if is_chunk(&event.event) {
             self.out.send_chunk(session_id, event);

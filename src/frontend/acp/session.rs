@@ -157,7 +157,7 @@ impl Agent {
         // The log's events are freed here, the replay's frames once
         // written: give that memory back after them.
         drop(events);
-        crate::frontend::memory::trim_when_idle();
+        self.sink.out.trim_when_idle();
         let setup = self.session_state(&session);
         let meta = instructions_meta(&session);
         Ok(if resume {

@@ -17,6 +17,7 @@ use tower_lsp::lsp_types::{
 };
 
 use super::server::{text_change, uri_path};
+use super::OutboundQueue;
 use crate::buffers::BufferCache;
 
 /// The notifications this module applies.
@@ -35,8 +36,9 @@ pub fn is_document_notification(method: &str) -> bool {
 }
 
 /// Applies a document notification to `buffers`; bad params are logged
-/// (a notification has no answer to carry them).
-pub fn apply(buffers: &BufferCache, method: &str, params: Option<Value>) {
+/// (a notification has no answer to carry them). A close asks `out`'s
+/// writer for a trim.
+pub fn apply(buffers: &BufferCache, method: &str, params: Option<Value>, out: &OutboundQueue) {
     let params = params.unwrap_or(Value::Null);
     match method {
         "textDocument/didOpen" => {
@@ -69,7 +71,7 @@ pub fn apply(buffers: &BufferCache, method: &str, params: Option<Value>) {
                     buffers.close(&path);
                     // A closed buffer's text is free now; give it back
                     // once idle (many closes, one trim).
-                    crate::frontend::memory::trim_when_idle();
+                    out.trim_when_idle();
                 }
             }
         }

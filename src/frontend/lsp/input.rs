@@ -151,7 +151,7 @@ impl Input {
         if id.is_none() {
             match method.as_str() {
                 m if documents::is_document_notification(m) => {
-                    documents::apply(self.client.buffers(), m, params);
+                    documents::apply(self.client.buffers(), m, params, &self.out);
                     return Next::Read;
                 }
                 // In wire order too: after the `didChange` it speaks of.

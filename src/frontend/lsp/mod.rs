@@ -60,7 +60,7 @@ impl EventSink for LspSink {
         if matches!(event.event, crate::vocab::event::Event::TurnEnd { .. }) {
             // The turn's request bodies are freed; asked before its update
             // is queued, so the writer trims once that is written.
-            crate::frontend::memory::trim_when_idle();
+            self.out.trim_when_idle();
         }
         self.progress.on_event(session_id, &event.event);
         self.send_update(session_id, event);

@@ -101,6 +101,12 @@ impl Outgoing {
         outgoing
     }
 
+    /// Asks this editor's writer to give freed memory back once what is
+    /// queued is written (see `memory`).
+    pub(crate) fn trim_when_idle(&self) {
+        self.out.trim_when_idle();
+    }
+
     pub fn set_abilities(&self, abilities: ClientAbilities) {
         *self.abilities.lock() = abilities;
     }

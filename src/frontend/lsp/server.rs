@@ -706,7 +706,7 @@ impl Backend {
             // The log's events are freed here, the replay's frames once
             // written: give that memory back after them.
             drop(events);
-            crate::frontend::memory::trim_when_idle();
+            self.outgoing.trim_when_idle();
             Ok(LoadSessionResult {
                 session_id: session.id.clone(),
                 replayed,

@@ -16,6 +16,8 @@ mod retry_budget;
 mod siblings;
 pub(crate) mod slow_reader;
 mod spiral;
+mod stdout_file;
+mod stdout_shared;
 
 /// An editor on `root` with a session whose config is the scripted
 /// server's with `limits`, and `extra` merged in at the top level.
