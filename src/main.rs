@@ -325,8 +325,8 @@ async fn autodetect() -> ExitCode {
 
 /// The runtime a command runs on. `tandem serve`, `tandem lsp` and
 /// `tandem acp` on stdio run on one thread: a streamed chunk goes from the
-/// model's socket through the log into the editor's pipe or
-/// the window's WebSocket with no second worker woken on the way (a
+/// model's socket through the log into the editor's pipe (or the
+/// serve's tunnel) with no second worker woken on the way (a
 /// cross-thread wake-up a chunk was most of what the serve path cost, and
 /// of what stdio cost with its stdout writer a task: BENCHMARKS.md §9,
 /// §1). What blocks (tools, loading a log) runs on the blocking pool, as
