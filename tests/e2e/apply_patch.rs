@@ -75,6 +75,23 @@ fn answer_apply_edit(editor: &mut Editor, answer: Value) -> Arc<Mutex<Vec<Value>
     seen
 }
 
+/// An editor that reviews edits (`workspace/applyEdit` with document
+/// changes) and answers each with `answer`, in a `review` session on
+/// `server`; with the edits it was sent.
+async fn reviewing_editor(
+    root: &Path,
+    server: &ModelServer,
+    answer: Value,
+) -> (Editor, String, Arc<Mutex<Vec<Value>>>) {
+    let mut editor = Editor::spawn().await;
+    editor
+        .initialize_with(root, apply_edit_capabilities())
+        .await;
+    let edits = answer_apply_edit(&mut editor, answer);
+    let session = editor.new_session(config_for(server, "review")).await;
+    (editor, session, edits)
+}
+
 /// Sends a prompt, and once the daemon's `workspace/applyEdit` has been
 /// received (and answered by the handler) sends `then` as a
 /// notification, as an editor applying the edit would; returns the
@@ -243,12 +260,8 @@ async fn review_mode_sends_a_patch_on_an_unsaved_buffer_as_a_versioned_edit_that
         &server,
         "*** Begin Patch\n*** Update File: src/lib.rs\n@@\n fn greet() {\n-    println!(\"hi 😀\");\n+    println!(\"hello 😀\");\n }\n*** End Patch",
     );
-    let mut editor = Editor::spawn().await;
-    editor
-        .initialize_with(&root, apply_edit_capabilities())
-        .await;
-    let edits = answer_apply_edit(&mut editor, json!({"applied": true}));
-    let session = editor.new_session(config_for(&server, "review")).await;
+    let (mut editor, session, edits) =
+        reviewing_editor(&root, &server, json!({"applied": true})).await;
     editor.open(&file, "fn main() {}\n").await;
     editor
         .notify(
@@ -310,15 +323,12 @@ async fn review_mode_rejection_reaches_the_model_with_the_users_comment() {
         &server,
         "*** Begin Patch\n*** Update File: a.txt\n@@\n-alpha\n+ALPHA\n*** Add File: b.txt\n+bravo\n*** End Patch",
     );
-    let mut editor = Editor::spawn().await;
-    editor
-        .initialize_with(&root, apply_edit_capabilities())
-        .await;
-    let edits = answer_apply_edit(
-        &mut editor,
+    let (mut editor, session, edits) = reviewing_editor(
+        &root,
+        &server,
         json!({"applied": false, "failureReason": "not like this"}),
-    );
-    let session = editor.new_session(config_for(&server, "review")).await;
+    )
+    .await;
 
     let response = prompt_answering_edit(&mut editor, &session, None).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
@@ -356,12 +366,8 @@ async fn review_mode_partial_acceptance_tells_the_model_which_hunks_landed() {
         &server,
         "*** Begin Patch\n*** Update File: src/lib.rs\n@@\n-fn one() {}\n+fn one() { 1 }\n@@\n-fn three() {}\n+fn three() { 3 }\n*** End Patch",
     );
-    let mut editor = Editor::spawn().await;
-    editor
-        .initialize_with(&root, apply_edit_capabilities())
-        .await;
-    answer_apply_edit(&mut editor, json!({"applied": true}));
-    let session = editor.new_session(config_for(&server, "review")).await;
+    let (mut editor, session, _edits) =
+        reviewing_editor(&root, &server, json!({"applied": true})).await;
     editor.open(&file, text).await;
 
     // The user kept the first hunk and declined the second.
@@ -467,12 +473,8 @@ async fn a_malformed_apply_edit_answer_is_named_to_the_model_and_changes_nothing
         &server,
         "*** Begin Patch\n*** Update File: a.txt\n@@\n-alpha\n+ALPHA\n*** End Patch",
     );
-    let mut editor = Editor::spawn().await;
-    editor
-        .initialize_with(&root, apply_edit_capabilities())
-        .await;
-    answer_apply_edit(&mut editor, json!({"applied": "yes"}));
-    let session = editor.new_session(config_for(&server, "review")).await;
+    let (mut editor, session, _edits) =
+        reviewing_editor(&root, &server, json!({"applied": "yes"})).await;
 
     let response = prompt_answering_edit(&mut editor, &session, None).await;
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
