@@ -410,8 +410,10 @@ impl Daemon {
         Ok((session, events))
     }
 
-    /// Summaries of every session on disk, newest first.
-    pub fn list_sessions(&self) -> Vec<SessionSummary> {
+    /// Summaries of every session on disk, newest first. Every log is
+    /// read, so on the blocking pool: the one thread `tandem lsp`, `acp`
+    /// and `serve` run on keeps streaming the others' chunks meanwhile.
+    pub async fn list_sessions(&self) -> Vec<SessionSummary> {
         let running: HashMap<String, bool> = self
             .sessions
             .lock()
@@ -423,7 +425,11 @@ impl Daemon {
                 )
             })
             .collect();
-        list_session_logs(&self.sessions_dir(), &running)
+        let dir = self.sessions_dir();
+        match tokio::task::spawn_blocking(move || list_session_logs(&dir, &running)).await {
+            Ok(sessions) => sessions,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
     }
 
     /// Whether a turn runs in any session of this daemon.

@@ -190,7 +190,7 @@ async fn read_messages<R>(
                 let message = match reply {
                     Ok(result) => {
                         out.send_json(&wire::result_response(&id, &result));
-                        agent.after_reply(&method, &params, &result);
+                        agent.after_reply(&method, &params, &result).await;
                         return;
                     }
                     Err(mut error) => {

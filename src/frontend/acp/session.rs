@@ -70,7 +70,7 @@ impl Agent {
             "session/new" => self.new_session(params, rid),
             "session/load" => self.load(params, rid, false),
             "session/resume" => self.load(params, rid, true),
-            "session/list" => self.list(params, rid),
+            "session/list" => self.list(params, rid).await,
             "session/close" => self.close(params, rid).await,
             "session/delete" => self.delete(params, rid).await,
             "session/fork" => self.fork(params, rid),
@@ -182,8 +182,8 @@ impl Agent {
 
     /// Newest first, those whose workspace holds `cwd` when it is given;
     /// the cursor is the index of the next session.
-    fn list(&self, params: &Value, rid: &Value) -> Reply {
-        list_page(self.daemon.list_sessions(), params).map_err(|e| bad(rid, e))
+    async fn list(&self, params: &Value, rid: &Value) -> Reply {
+        list_page(self.daemon.list_sessions().await, params).map_err(|e| bad(rid, e))
     }
 
     /// `session/close`: the session's work cancelled, its memory freed,
@@ -220,7 +220,7 @@ impl Agent {
             return self.rewind_command(session_id, command, rid).await;
         }
         if let Some((name, instruction)) = commands::slash_command(&prompt) {
-            let cwd = self.cwd(session_id);
+            let cwd = self.cwd(session_id).await;
             if let Some(template) = commands::task_template(&self.daemon, &self.editor, &cwd, &name)
             {
                 if commands::carries_file(&prompt) {
@@ -299,7 +299,7 @@ impl Agent {
     }
 
     /// After a session/new, load or resume result: the slash commands.
-    pub(super) fn after_reply(&self, method: &str, params: &Value, result: &Value) {
+    pub(super) async fn after_reply(&self, method: &str, params: &Value, result: &Value) {
         let session_id = match method {
             "session/new" | "session/fork" => result["sessionId"].as_str(),
             "session/load" | "session/resume" => params["sessionId"].as_str(),
@@ -319,8 +319,8 @@ impl Agent {
                 .lock()
                 .insert(session_id.to_string(), PathBuf::from(cwd));
         }
-        let mut commands =
-            commands::available_commands(&self.daemon, &self.editor, &self.cwd(session_id));
+        let cwd = self.cwd(session_id).await;
+        let mut commands = commands::available_commands(&self.daemon, &self.editor, &cwd);
         commands.push(rewind_command_entry());
         self.sink.send(
             session_id,
@@ -381,12 +381,13 @@ impl Agent {
 impl Agent {
     /// The session's `cwd` as the client gave it, else its first workspace
     /// root on disk, else an empty path.
-    fn cwd(&self, session_id: &str) -> PathBuf {
+    async fn cwd(&self, session_id: &str) -> PathBuf {
         if let Some(cwd) = self.cwds.lock().get(session_id) {
             return cwd.clone();
         }
         self.daemon
             .list_sessions()
+            .await
             .into_iter()
             .find(|s| s.session_id == session_id)
             .and_then(|s| s.workspace.first().map(PathBuf::from))

@@ -653,6 +653,7 @@ impl Backend {
             let sessions: Vec<_> = self
                 .daemon
                 .list_sessions()
+                .await
                 .into_iter()
                 .filter(|s| match &folder {
                     Some(folder) => s
