@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tokio::process::Command;
 
 use super::slow_reader::send;
-use crate::support::client::{file_uri, tandem_bin};
+use crate::support::client::{agent_text, file_uri, tandem_bin};
 use crate::support::model_server::{openai, ModelServer, Reply};
 
 const CHUNKS: usize = 500;
@@ -135,17 +135,16 @@ async fn a_daemon_whose_stdout_is_a_file_writes_every_frame_in_order_before_it_e
     assert_eq!(ids, [1, 2, 3, 4], "every response, in order, none twice");
     let shutdown = all.iter().find(|m| m["id"] == 4).unwrap();
     assert!(shutdown["result"].is_null(), "{shutdown}");
-    let updates: Vec<&Value> = all
+    let updates: Vec<Value> = all
         .iter()
         .filter(|m| m["method"] == "tandem/update")
-        .map(|m| &m["params"]["update"])
+        .map(|m| m["params"].clone())
         .collect();
-    let text: String = updates
-        .iter()
-        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
-        .map(|u| u["content"]["text"].as_str().unwrap())
-        .collect();
-    assert_eq!(text, pieces.concat(), "the exact text, in order");
+    assert_eq!(
+        agent_text(&updates),
+        pieces.concat(),
+        "the exact text, in order"
+    );
     let turn_end = all
         .iter()
         .position(|m| m["params"]["update"]["sessionUpdate"] == "turn_end")
